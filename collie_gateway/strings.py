@@ -1,0 +1,142 @@
+"""Every string the phone shows, keyed and overridable (spec: strings in "double quotes").
+
+Keys marked † in the spec are translations of the Italian seed. Placeholders use
+``str.format`` names: ``{name}``. Override with a JSON file of ``{"key": "text"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+DEFAULTS: Final[Mapping[str, str]] = {
+    # D — dashboard
+    "section_durable_agents": "Durable agents",
+    "badge_experimental": "Experimental",
+    "runtime_default": "durable",
+    "reach_local": "local",
+    "reach_remote": "remote",
+    "row_line2": "{runtime}, {reach}",
+    "row_line2_member": "{runtime}, {reach}, {member}",
+    "state_starting": "Starting",
+    "state_unreachable": "Unreachable",
+    "state_version_mismatch": "Version mismatch",
+    "setting_pending_only": "Show only panes with pending requests",  # †
+    # L — conversation list
+    "list_closed": "Closed",
+    "list_untitled": "Untitled conversation",
+    "list_reopen": "Reopen",
+    "footer_load_more": "Load more",  # †
+    "footer_no_list": "This durable agent doesn't keep a list of its conversations.",  # †
+    "footer_no_answer": "The durable agent didn't answer. Try again in a moment.",  # †
+    "footer_failed": "Couldn't load conversations. Try again.",  # †
+    # R5 / V1 / L6 — one entry, versions filled in
+    "version_mismatch": (
+        "Program speaks wire v{theirs}, this Collie speaks v{ours}. "
+        "Update Collie, or the durable agent's SDK."
+    ),
+    # A — cards
+    "card_caption": "Needs your answer · {agent}",
+    "expires_in_min": "Expires in {n} min",
+    "expires_in_s": "Expires in {n} s",
+    "expired": "Expired",
+    "role_allow": "Allow",
+    "role_always": "Always allow",
+    "role_deny": "Deny",
+    "role_cancel": "Cancel",
+    "always_confirm": "Tap again to always allow",
+    "pick_any": "Pick any number",
+    "send": "Send",
+    "text_counter": "{n} of {limit}",
+    "required": "Required",
+    "text_shortened": "Text shortened",
+    "cannot_answer": "This ask cannot be answered from the phone.",
+    "show_more": "Show {n} more",
+    # T — after a tap
+    "t_decided": "Decided in the durable agent.",
+    "t_expired": "Timed out before an answer.",  # †
+    "t_answered": "Already answered. This card goes away on the next refresh.",  # †
+    "t_not_open": "Not accepted. This ask may come back shortly.",  # †
+    "t_changed": "This ask changed. Read it again, then tap an answer.",  # †
+    "t_uncertain": "Not sure the answer arrived. Retry sends it once more.",  # †
+    "t_retry": "Retry",  # †
+    "t_maybe_applied": "Your answer may already have been applied. Check the chat.",  # †
+    "t_refused": "The answer was refused.",  # †
+    "t_older_collie": (
+        "This machine runs an older Collie and can't take answers here. "
+        "Update it, or answer in the durable agent."
+    ),  # †
+    # R — receipts
+    "receipt_expired": "Timed out before an answer:",
+    "receipt_decided": "Decided in the durable agent:",
+    # C — chat
+    "chat_stopped": "stopped",
+    "chat_sent": "Sent",
+    "chat_not_confirmed": "Sending, not confirmed",
+    "chat_not_sent": "Not sent",
+    # H — header
+    "progress_step": "Step {n} of {total}: {label}",  # †
+    "progress_percent": "{percent}%: {label}",  # †
+    # B — bottom bar
+    "bar_steer": "Steer",
+    "bar_stop": "Stop",
+    "moved_on": "The conversation moved on, so the action did not run.",
+    # G2 — pane menu
+    "menu_close": "Close conversation",
+    # N — new conversation
+    "new_title": "New conversation",
+    "no_starters": "This machine's durable agent offers no starters yet.",
+    # P — push
+    "push_permission": "Permission needed in {pane}",
+    "push_many": "A durable agent on {host} is raising many asks",
+    "push_private": "A durable agent needs your answer",
+}
+
+
+class Catalogue:
+    """The phone's strings: the defaults, with overrides on top.
+
+    Usage: ``Catalogue()["t_decided"]``, ``cat.fmt("card_caption", agent="desk")``.
+    """
+
+    def __init__(self, overrides: Mapping[str, str] | None = None) -> None:
+        merged = dict(DEFAULTS)
+        for key, text in (overrides or {}).items():
+            if key not in DEFAULTS:
+                raise KeyError(f"unknown string key {key!r}")
+            wanted = _fields(DEFAULTS[key])
+            if _fields(text) - wanted:
+                raise ValueError(f"string {key!r} uses placeholders other than {sorted(wanted)}")
+            merged[key] = text
+        self._texts = merged
+
+    def __getitem__(self, key: str) -> str:
+        return self._texts[key]
+
+    def fmt(self, key: str, **values: object) -> str:
+        """The string ``key`` with its placeholders filled."""
+        return self._texts[key].format(**values)
+
+    @classmethod
+    def from_file(cls, path: Path) -> Catalogue:
+        """Load overrides from a JSON object of ``{"key": "text"}``.
+
+        Raises:
+            ValueError: the file is not such an object, or names an unknown key.
+        """
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+        ):
+            raise ValueError(f"{path}: expected a JSON object of strings")
+        try:
+            return cls(data)
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"{path}: {exc}") from None
+
+
+def _fields(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
