@@ -33,6 +33,11 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "footer_no_list": "This durable agent doesn't keep a list of its conversations.",  # †
     "footer_no_answer": "The durable agent didn't answer. Try again in a moment.",  # †
     "footer_failed": "Couldn't load conversations. Try again.",  # †
+    # L3 — time of last activity on a row (ours: the spec names it, not its words)
+    "time_now": "now",
+    "time_min": "{n} min",
+    "time_h": "{n} h",
+    "time_d": "{n} d",
     # R5 / V1 / L6 — one entry, versions filled in
     "version_mismatch": (
         "Program speaks wire v{theirs}, this Collie speaks v{ours}. "
@@ -69,6 +74,11 @@ DEFAULTS: Final[Mapping[str, str]] = {
         "This machine runs an older Collie and can't take answers here. "
         "Update it, or answer in the durable agent."
     ),  # †
+    "refused_conflict": "This request id was already used for another answer.",  # ours
+    "refused_always": "\"Always allow\" needs a second tap.",  # ours (A5)
+    "refused_always_hidden": (
+        "\"Always allow\" is not offered for this ask: the whole text was not shown."
+    ),  # ours (A5, A6)
     # R — receipts
     "receipt_expired": "Timed out before an answer:",
     "receipt_decided": "Decided in the durable agent:",

@@ -28,7 +28,10 @@ MAX_LIST: Final = 10_000
 Id = Annotated[str, Meta(min_length=1, max_length=MAX_ID)]
 Label = Annotated[str, Meta(max_length=MAX_LABEL)]
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]
-Count = Annotated[int, Meta(ge=0)]
+Count = Annotated[int, Meta(ge=0, le=2**53 - 1)]
+Version = Annotated[int, Meta(ge=0, le=2**53 - 1)]
+Length = Annotated[int, Meta(ge=1, le=2**53 - 1)]
+Time = Annotated[datetime, Meta(tz=True)]
 
 # Known values of the open sets; anything else still decodes.
 FEATURES: Final = (
@@ -128,7 +131,7 @@ class FormField(Base, frozen=True, kw_only=True):
     label: Label
     required: bool = False
     options: Annotated[list[Option], Meta(max_length=MAX_LIST)] = []
-    max_length: Annotated[int, Meta(ge=1)] | None = None
+    max_length: Length | None = None
 
 
 class Ask(Base, frozen=True, kw_only=True):
@@ -136,20 +139,20 @@ class Ask(Base, frozen=True, kw_only=True):
     ``version`` grows whenever the content changes."""
 
     id: Id
-    version: Annotated[int, Meta(ge=0)] = 1
+    version: Version = 1
     conversation: Id
     kind: Label
     title: Label = ""
     text: Text = ""
     tool: ToolRef | None = None
-    deadline: datetime | None = None
+    deadline: Time | None = None
     options: Annotated[list[Option], Meta(max_length=MAX_LIST)] = []
     multiple: bool = False
-    max_length: Annotated[int, Meta(ge=1)] | None = None
+    max_length: Length | None = None
     fields: Annotated[list[FormField], Meta(max_length=MAX_LIST)] = []
     push_title: Label | None = None
     push_line: Label | None = None
-    raised_at: datetime | None = None
+    raised_at: Time | None = None
 
 
 class Item(Base, frozen=True, kw_only=True):
@@ -161,7 +164,7 @@ class Item(Base, frozen=True, kw_only=True):
     kind: Label
     text: Text = ""
     final: bool = True
-    at: datetime | None = None
+    at: Time | None = None
     request_id: Id | None = None
     language: Label | None = None
     url: Text | None = None
@@ -179,7 +182,7 @@ class Conversation(Base, frozen=True, kw_only=True):
     title: Label | None = None
     subtitle: Label | None = None
     state: Label = "idle"
-    updated_at: datetime
+    updated_at: Time
     turn: Count = 0
     workspace: Label | None = None
     progress: Progress | None = None
@@ -234,7 +237,7 @@ class ConversationClosed(Event, frozen=True, kw_only=True, tag="conversation.clo
     """A conversation closed."""
 
     conversation_id: Id
-    at: datetime
+    at: Time
 
 
 class ItemAppended(Event, frozen=True, kw_only=True, tag="item.appended"):
@@ -278,7 +281,7 @@ class AskResolved(Event, frozen=True, kw_only=True, tag="ask.resolved"):
     conversation_id: Id
     how: Label
     request_id: Id | None = None
-    at: datetime
+    at: Time
 
 
 class TurnStopped(Event, frozen=True, kw_only=True, tag="turn.stopped"):
@@ -325,7 +328,7 @@ class Reply(Base, frozen=True, kw_only=True):
     """``POST /asks/{id}/reply``."""
 
     request_id: Id
-    version: Annotated[int, Meta(ge=0)]
+    version: Version
     answer: Answer
 
 
@@ -411,14 +414,13 @@ def decode(data: bytes | str, kind: type[T], *, limit: int = MAX_BODY) -> T:
         BodyTooLarge: ``data`` is longer than ``limit`` bytes.
         MalformedMessage: not JSON, or not of the shape of ``kind``.
     """
-    if len(data) > limit:
-        raise BodyTooLarge(f"body of {len(data)} bytes is over the limit of {limit}")
+    size = len(data.encode("utf-8", "surrogatepass")) if isinstance(data, str) else len(data)
+    if size > limit:
+        raise BodyTooLarge(f"body of {size} bytes is over the limit of {limit}")
     try:
         result: T = _decoder(kind).decode(data)
-    except msgspec.ValidationError as exc:
-        raise MalformedMessage(str(exc)) from None
-    except msgspec.DecodeError as exc:
-        raise MalformedMessage(str(exc)) from None
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise MalformedMessage(str(exc) or "nested too deeply") from None
     return result
 
 
@@ -434,8 +436,8 @@ def decode_event(data: bytes | str) -> AgentEvent:
     except MalformedMessage:
         try:
             probe = _decoder(_TypeProbe).decode(data)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            raise MalformedMessage("event data is not an object with a string \"type\"") from None
+        except (msgspec.DecodeError, RecursionError):
+            raise MalformedMessage('event data is not an object with a string "type"') from None
         if probe.type not in EVENT_TYPES:
             raise UnknownEvent(probe.type) from None
         raise
@@ -446,7 +448,8 @@ class _TypeProbe(Struct):
 
 
 EVENT_TYPES: Final = frozenset(
-    str(t.__struct_config__.tag) for t in AgentEvent.__args__  # type: ignore[attr-defined]
+    str(t.__struct_config__.tag)
+    for t in AgentEvent.__args__
 )
 
 

@@ -1,0 +1,167 @@
+"""``collie-gateway``: serve the phone API, or run a demo with the sample agents.
+
+Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from aiohttp import web
+
+from collie_gateway.app import create_app
+from collie_gateway.errors import GatewayError
+from collie_gateway.settings import Settings
+from collie_gateway.sources import load_sources
+from collie_gateway.strings import Catalogue
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="collie-gateway",
+        description="The backend of the Collie phone app for durable agents (wire v1).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = sub.add_parser(
+        "serve",
+        help="connect to the agents of a sources.json and serve the phone API",
+        description="Connect to every agent named in sources.json and serve the phone API.",
+    )
+    serve.add_argument("--sources", type=Path, required=True, help="path of sources.json")
+    _common(serve)
+    demo = sub.add_parser(
+        "demo",
+        help="start the sample agents and a gateway for them",
+        description="Start the sample agents (desk, pi-durable, nohistory, wire2) and a "
+        "gateway for them, then print where to look. Ctrl-C stops everything.",
+    )
+    _common(demo)
+    demo.add_argument("--state-dir", type=Path, default=None, help="where the demo keeps files")
+    return parser
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", type=Path, default=Path("collie.db"), help="SQLite file (collie.db)")
+    p.add_argument("--host", default="127.0.0.1", help="address of the phone API (127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port of the phone API (8765)")
+    p.add_argument(
+        "--space", action="append", default=[], help="a space to show on the dashboard (repeat)"
+    )
+    p.add_argument("--strings", type=Path, default=None, help="JSON file overriding phone strings")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every link change")
+
+
+def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
+    catalogue = Catalogue.from_file(args.strings) if args.strings else Catalogue()
+    redact = os.environ.get("COLLIE_REDACT", "1").strip().lower() not in ("0", "false", "off", "no")
+    return Settings(
+        sources=load_sources(sources_path),
+        db_path=args.db,
+        host=args.host,
+        port=args.port,
+        token=os.environ.get("COLLIE_TOKEN") or None,
+        spaces=tuple(args.space),
+        machine=socket.gethostname(),
+        catalogue=catalogue,
+        redact=redact,
+    )
+
+
+def _serve(settings: Settings) -> int:
+    app = create_app(settings)
+    print(f"collie-gateway: phone API on http://{settings.host}:{settings.port}/api/v1/dashboard")
+    web.run_app(app, host=settings.host, port=settings.port, print=None, handle_signals=True)
+    return EXIT_OK
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _demo(args: argparse.Namespace) -> int:
+    state = args.state_dir or Path(tempfile.mkdtemp(prefix="collie-demo-"))
+    state.mkdir(parents=True, exist_ok=True)
+    pi_port = _free_port()
+    agents = {
+        "desk": ["--socket", str(state / "desk.sock")],
+        "pi-durable": ["--port", str(pi_port)],
+        "nohistory": ["--socket", str(state / "nohistory.sock")],
+        "wire2": ["--socket", str(state / "wire2.sock"), "--log", str(state / "wire2.log")],
+    }
+    procs: list[subprocess.Popen[bytes]] = []
+    for name, extra in agents.items():
+        module = "fixtures.agents." + name.replace("-", "_")
+        cmd = [sys.executable, "-m", module, "--state", str(state / f"{name}.db"), *extra]
+        procs.append(subprocess.Popen(cmd, cwd=REPO))
+    sources = {
+        "durable_agents": [
+            {"name": "desk", "socket": str(state / "desk.sock")},
+            {"name": "pi-durable", "url": f"http://127.0.0.1:{pi_port}"},
+            {"name": "nohistory", "socket": str(state / "nohistory.sock")},
+            {"name": "wire2", "socket": str(state / "wire2.sock")},
+        ]
+    }
+    sources_path = state / "sources.json"
+    sources_path.write_text(json.dumps(sources, indent=2), encoding="utf-8")
+    if args.db == Path("collie.db"):
+        args.db = state / "collie.db"
+    try:
+        settings = _settings(args, sources_path)
+        base = f"http://{settings.host}:{settings.port}"
+        print(f"collie-gateway demo: agents and files in {state}")
+        print(f"  dashboard:  curl {base}/api/v1/dashboard")
+        print(f"  live:       curl -N {base}/api/v1/events")
+        print(f"  an agent:   curl --unix-socket {state / 'desk.sock'} http://agent/hello")
+        time.sleep(0.3)
+        return _serve(settings)
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if args.command == "serve":
+            return _serve(_settings(args, args.sources))
+        return _demo(args)
+    except (GatewayError, ValueError) as exc:
+        print(f"collie-gateway: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except OSError as exc:
+        print(f"collie-gateway: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""``create_app(settings)``: the phone API as an aiohttp application."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from collie_gateway.errors import ConfigError
+from collie_gateway.gateway import Gateway
+from collie_gateway.settings import Settings
+
+GATEWAY = web.AppKey("gateway", Gateway)
+SETTINGS = web.AppKey("settings", Settings)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_OPEN_PATHS = frozenset({"/healthz"})
+
+
+def check_settings(settings: Settings) -> None:
+    """Refuse settings that would expose the phone API without a token.
+
+    Raises:
+        ConfigError: a non-loopback host and no (or an empty) token.
+    """
+    if settings.needs_token and not settings.token:
+        raise ConfigError(
+            f"the phone API on {settings.host} needs a bearer token: set COLLIE_TOKEN "
+            "(only 127.0.0.1 may go without one)"
+        )
+
+
+def json_error(status: int, code: str, message: str) -> web.Response:
+    """An error answer: ``{"error": code, "message": message}``."""
+    return web.json_response({"error": code, "message": message}, status=status)
+
+
+def _auth_middleware(token: str) -> Middleware:
+    expected = token.encode()
+
+    @web.middleware
+    async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in _OPEN_PATHS:
+            return await handler(request)
+        header = request.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        ok = (
+            scheme.lower() == "bearer"
+            and bool(given)
+            and hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected)
+        )
+        if not ok:
+            return json_error(401, "unauthorized", "a valid bearer token is required")
+        return await handler(request)
+
+    return auth
+
+
+def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Application:
+    """The phone API. Without ``gateway``, one is opened on startup and closed on cleanup.
+
+    Raises:
+        ConfigError: as :func:`check_settings`.
+    """
+    from collie_gateway import routes
+
+    check_settings(settings)
+    middlewares = [_auth_middleware(settings.token)] if settings.token else []
+    app = web.Application(middlewares=middlewares, client_max_size=1024 * 1024)
+    app[SETTINGS] = settings
+
+    async def lifespan(app: web.Application) -> AsyncIterator[None]:
+        gw = gateway if gateway is not None else await Gateway.open(settings)
+        app[GATEWAY] = gw
+        yield
+        if gateway is None:
+            await gw.close()
+
+    app.cleanup_ctx.append(lifespan)
+    routes.add_routes(app)
+    return app

@@ -1,0 +1,412 @@
+"""Conversation lists and chats: reads from the agent, live state, and the person's lines.
+
+Open rows come from the mirror (instant, L5). Closed rows are read from the agent on each
+visit and when a conversation opens or closes, never on a poll; the last good read is kept
+(L8). A chat is read from the agent when first opened and then kept live from the events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+import msgspec
+
+from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.mirror import LinkState
+from collie_gateway.views.chat import (
+    Chat,
+    ChatContext,
+    LineState,
+    MyLine,
+    Note,
+    build_chat,
+    match_echo,
+)
+from collie_gateway.views.listing import (
+    PAGE_SIZE,
+    ClosedRead,
+    ConversationList,
+    ListContext,
+    ReadStatus,
+    build_list,
+    footer_for,
+    list_row,
+)
+from wire.errors import RemoteWireError
+from wire.messages import (
+    AgentEvent,
+    AskResolved,
+    Conversation,
+    ConversationClosed,
+    ConversationOpened,
+    ConversationPage,
+    ConversationUpdated,
+    Item,
+    ItemAppended,
+    ItemDelta,
+    ItemUpdated,
+    TurnStopped,
+)
+
+if TYPE_CHECKING:
+    from collie_gateway.gateway import Gateway
+    from collie_gateway.mirror import Change
+
+log = logging.getLogger(__name__)
+CHATS_KEPT = 500  # ours: chats kept live in memory, least recently opened dropped first
+
+
+@dataclass(slots=True)
+class ChatState:
+    """One conversation as its chat shows it."""
+
+    conv: Conversation
+    items: list[Item] = field(default_factory=list)
+    index: dict[str, int] = field(default_factory=dict)
+    notes: list[Note] = field(default_factory=list)
+
+    def put(self, item: Item) -> None:
+        """Append or replace an item."""
+        at = self.index.get(item.id)
+        if at is None:
+            self.index[item.id] = len(self.items)
+            self.items.append(item)
+        else:
+            self.items[at] = item
+
+    def delta(self, item_id: str, text: str) -> None:
+        """Append text to an item still being written."""
+        at = self.index.get(item_id)
+        if at is not None:
+            old = self.items[at]
+            self.items[at] = msgspec.structs.replace(old, text=old.text + text)
+
+    @property
+    def last_item(self) -> str | None:
+        """The id of the newest item."""
+        return self.items[-1].id if self.items else None
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """A page of closed rows read with "Load more"."""
+
+    rows: list[object]
+    footer: object | None
+
+
+class Chats:
+    """Lists and chats for every agent of one gateway."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gw = gateway
+        self.closed: dict[str, ClosedRead] = {}
+        self.chats: OrderedDict[tuple[str, str], ChatState] = OrderedDict()
+        self.mine: dict[tuple[str, str], list[MyLine]] = {}
+        self.last_item: dict[tuple[str, str], str] = {}
+        self._refreshes: dict[str, asyncio.Task[None]] = {}
+
+    async def close(self) -> None:
+        """Cancel background refreshes."""
+        for task in self._refreshes.values():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # --- the list ---------------------------------------------------------------------------
+
+    def _ctx(self, agent: str, now: datetime) -> ListContext:
+        mirror = self.gw.mirrors[agent]
+        hello = mirror.hello
+        return ListContext(
+            agent=agent,
+            agent_subtitle=hello.subtitle if hello else None,
+            features=hello.features if hello else [],
+            catalogue=self.gw.settings.catalogue,
+            now=now,
+            redact=self.gw.redact,
+        )
+
+    def _asks_history(self, agent: str) -> bool:
+        mirror = self.gw.mirrors[agent]
+        return mirror.wire == 1 and mirror.hello is not None and mirror.hello.has("history")
+
+    async def visit(self, agent: str) -> ConversationList:
+        """A visit to the list: open rows now, closed rows read from the agent (L5)."""
+        if self._asks_history(agent):
+            await self.read_closed(agent)
+        return self.build(agent)
+
+    def build(self, agent: str) -> ConversationList:
+        """The list from what the gateway holds now; no read."""
+        mirror = self.gw.mirrors[agent]
+        ctx = self._ctx(agent, self.gw.settings.clock())
+        warning = self.gw.version_warning(agent)
+        closed = self.closed.get(agent) if self._asks_history(agent) else None
+        if closed is None and self._asks_history(agent):
+            closed = ClosedRead(status=ReadStatus.NO_ANSWER)
+        return build_list(mirror.conversations.values(), closed, ctx, version_warning=warning)
+
+    async def read_closed(self, agent: str) -> ClosedRead:
+        """Read the first page of closed conversations; keep the last good one (L8)."""
+        kept = self.closed.setdefault(agent, ClosedRead())
+        try:
+            page = await self._read_page(agent, None)
+        except _ReadFailed as exc:
+            kept.status = exc.status
+            return kept
+        if not page.keeps_list:
+            kept.rows, kept.next_cursor, kept.status = [], None, ReadStatus.NO_LIST
+            kept.drawn = False
+            return kept
+        kept.rows = [c for c in page.conversations if c.state == "closed"]
+        kept.next_cursor = page.next_cursor
+        kept.status = ReadStatus.OK
+        kept.drawn = True
+        return kept
+
+    async def closed_page(self, agent: str, cursor: str) -> dict[str, object]:
+        """One "Load more" page: the next 100 closed rows and the footer after them."""
+        ctx = self._ctx(agent, self.gw.settings.clock())
+        try:
+            page = await self._read_page(agent, cursor)
+        except _ReadFailed as exc:
+            read = ClosedRead(status=exc.status)
+            return {"rows": [], "footer": footer_for(read, ctx)}
+        read = ClosedRead(
+            rows=[c for c in page.conversations if c.state == "closed"],
+            next_cursor=page.next_cursor,
+            status=ReadStatus.OK if page.keeps_list else ReadStatus.NO_LIST,
+            drawn=True,
+        )
+        return {"rows": [list_row(c, ctx) for c in read.rows], "footer": footer_for(read, ctx)}
+
+    async def _read_page(self, agent: str, cursor: str | None) -> ConversationPage:
+        path = f"/conversations?state=closed&limit={PAGE_SIZE}"
+        if cursor is not None:
+            path += "&cursor=" + quote(cursor, safe="")
+        try:
+            fetched = await self.gw.client(agent).get(path)
+            if fetched.status == 404:
+                raise _ReadFailed(ReadStatus.NO_LIST)
+            if not 200 <= fetched.status < 300:
+                raise _ReadFailed(ReadStatus.FAILED)
+            return msgspec.json.decode(fetched.body, type=ConversationPage)
+        except AgentUnreachable as exc:
+            raise _ReadFailed(ReadStatus.FAILED if exc.midway else ReadStatus.NO_ANSWER) from None
+        except AgentRejected:
+            raise _ReadFailed(ReadStatus.VERSION) from None
+        except (RemoteWireError, msgspec.DecodeError, msgspec.ValidationError):
+            raise _ReadFailed(ReadStatus.FAILED) from None
+
+    def _refresh_closed_soon(self, agent: str) -> None:
+        """A conversation opened or closed: read the closed rows once more (L5)."""
+        if not self._asks_history(agent) or agent in self._refreshes:
+            return
+
+        async def refresh() -> None:
+            try:
+                await asyncio.sleep(0.05)  # several open/close events: one read
+                await self.read_closed(agent)
+                self.gw.bus.publish("list.changed", self.build(agent))
+            finally:
+                self._refreshes.pop(agent, None)
+
+        self._refreshes[agent] = asyncio.create_task(refresh())
+
+    # --- the chat ----------------------------------------------------------------------------
+
+    async def open_chat(self, agent: str, conv_id: str, *, show_all: bool = False) -> Chat:
+        """The chat of one conversation; read from the agent the first time.
+
+        Raises:
+            AgentUnreachable, AgentRejected: the conversation could not be read.
+        """
+        key = (agent, conv_id)
+        state = self.chats.get(key)
+        if state is None:
+            state = await self._load(agent, conv_id)
+        else:
+            self.chats.move_to_end(key)
+        live = self.gw.mirrors[agent].conversations.get(conv_id)
+        if live is not None:
+            state.conv = live
+        return self.view(agent, state, show_all=show_all)
+
+    async def _load(self, agent: str, conv_id: str) -> ChatState:
+        fetched = await self.gw.client(agent).get("/conversations/" + quote(conv_id, safe=""))
+        if fetched.status == 404:
+            raise AgentRejected("no such conversation", status=404, code="not_found")
+        if not 200 <= fetched.status < 300:
+            raise AgentRejected(f"the agent answered {fetched.status}", status=fetched.status)
+        conv = msgspec.json.decode(fetched.body, type=Conversation)
+        state = ChatState(conv=msgspec.structs.replace(conv, items=None))
+        for item in conv.items or []:
+            state.put(item)
+        state.notes = await self.gw.load_notes(agent, conv_id)
+        self.chats[(agent, conv_id)] = state
+        while len(self.chats) > CHATS_KEPT:
+            self.chats.popitem(last=False)
+        return state
+
+    def view(self, agent: str, state: ChatState, *, show_all: bool = False) -> Chat:
+        """Build the chat as the phone draws it now."""
+        mirror = self.gw.mirrors[agent]
+        now = self.gw.settings.clock()
+        ctx = ChatContext(
+            agent=agent,
+            features=mirror.hello.features if mirror.hello else [],
+            catalogue=self.gw.settings.catalogue,
+            now=now,
+            redact=self.gw.redact,
+        )
+        key = (agent, state.conv.id)
+        mine = self.mine.get(key, [])
+        states = self.gw.card_states.get(key, {})
+        chat = build_chat(state.conv, state.items, state.notes, mine, states, ctx)
+        if show_all:
+            from collie_gateway.views.cards import build_cards
+
+            chat.cards = build_cards(
+                state.conv.asks,
+                agent_name=agent,
+                now=now,
+                catalogue=ctx.catalogue,
+                states=states,
+                show_all=True,
+                redact=self.gw.redact,
+            )
+        return chat
+
+    # --- the person's lines (C4, C5) ---------------------------------------------------------
+
+    def line_sent(self, agent: str, conv_id: str, line: MyLine) -> None:
+        """The person tapped Send (or Send again with the same request id)."""
+        lines = self.mine.setdefault((agent, conv_id), [])
+        lines[:] = [m for m in lines if m.request_id != line.request_id]
+        lines.append(line)
+
+    def line_state(self, agent: str, conv_id: str, request_id: str, state: LineState) -> None:
+        """A line's send came to ``state`` (unless it was echoed meanwhile)."""
+        lines = self.mine.get((agent, conv_id), [])
+        for index, mine in enumerate(lines):
+            if mine.request_id == request_id:
+                lines[index] = replace(mine, state=state)
+
+    # --- live events --------------------------------------------------------------------------
+
+    def on_event(self, agent: str, event: AgentEvent, change: Change, now: datetime) -> None:
+        """Keep lists and loaded chats live; tell the phones what changed."""
+        cid = change.conversation_id
+        if cid is None:
+            return
+        key = (agent, cid)
+        state = self.chats.get(key)
+        match event:
+            case ItemAppended(item=item) | ItemUpdated(item=item):
+                self.last_item[key] = item.id
+                if state is not None:
+                    state.put(item)
+                if item.kind == "user":
+                    self._echoed(key, item)
+                self.gw.bus.publish(
+                    "chat.item", {"agent": agent, "conversation_id": cid, "item": item}
+                )
+            case ItemDelta(item_id=item_id, text=text):
+                if state is not None:
+                    state.delta(item_id, text)
+                self.gw.bus.publish(
+                    "chat.delta",
+                    {"agent": agent, "conversation_id": cid, "item_id": item_id, "text": text},
+                )
+            case TurnStopped(turn=turn):
+                note = Note(
+                    kind="stopped",
+                    text=self.gw.settings.catalogue["chat_stopped"],
+                    at=now,
+                    after_item=self.last_item.get(key),
+                )
+                self.add_note(agent, cid, f"stop:{turn}", note)
+            case ConversationOpened() | ConversationClosed():
+                self._refresh_closed_soon(agent)
+            case ConversationUpdated(conversation=conv) if conv.state == "closed":
+                self._refresh_closed_soon(agent)
+            case AskResolved():
+                pass
+            case _:
+                pass
+        if state is not None:
+            live = self.gw.mirrors[agent].conversations.get(cid)
+            if live is not None:
+                state.conv = live
+            elif change.closed:
+                state.conv = msgspec.structs.replace(state.conv, state="closed", asks=[])
+        if not isinstance(event, ItemDelta | ItemAppended | ItemUpdated):
+            self._publish_conversation(agent, cid)
+
+    def add_note(self, agent: str, conv_id: str, key: str, note: Note) -> None:
+        """Add a receipt or "stopped" line to a chat (stored by the gateway)."""
+        state = self.chats.get((agent, conv_id))
+        if state is not None:
+            state.notes.append(note)
+        self.gw.bus.publish(
+            "chat.note", {"agent": agent, "conversation_id": conv_id, "note": _note_json(note)}
+        )
+        self.gw.save_note(agent, conv_id, key, note)
+
+    def _echoed(self, key: tuple[str, str], item: Item) -> None:
+        lines = self.mine.get(key)
+        if not lines:
+            return
+        mine = match_echo(lines, item)
+        if mine is not None:
+            lines.remove(mine)
+
+    def _publish_conversation(self, agent: str, conv_id: str) -> None:
+        mirror = self.gw.mirrors[agent]
+        conv = mirror.conversations.get(conv_id)
+        if conv is None:
+            self.gw.bus.publish("list.removed", {"agent": agent, "conversation_id": conv_id})
+            return
+        ctx = self._ctx(agent, self.gw.settings.clock())
+        self.gw.bus.publish("list.row", {"agent": agent, "row": list_row(conv, ctx)})
+        state = self.chats.get((agent, conv_id))
+        if state is not None:
+            chat = self.view(agent, state)
+            self.gw.bus.publish(
+                "chat.changed",
+                {
+                    "agent": agent,
+                    "conversation_id": conv_id,
+                    "header": chat.header,
+                    "bar": chat.bar,
+                    "cards": chat.cards,
+                    "dots": chat.dots,
+                    "turn": chat.turn,
+                },
+            )
+
+    def ready(self, agent: str) -> bool:
+        """Whether the agent's link is ready."""
+        return self.gw.mirrors[agent].state is LinkState.READY
+
+
+class _ReadFailed(Exception):
+    def __init__(self, status: ReadStatus) -> None:
+        super().__init__(status.value)
+        self.status = status
+
+
+def _note_json(note: Note) -> dict[str, object]:
+    return {"kind": note.kind, "text": note.text, "at": note.at, "after_item": note.after_item}
+
+
+Clock = Callable[[], datetime]

@@ -1,0 +1,45 @@
+"""The errors of the gateway.
+
+GatewayError
+├── SourcesError       sources.json is wrong; the gateway does not start
+├── ConfigError        a setting is wrong (e.g. a public address without a token)
+├── AgentUnreachable   the agent did not answer, or the transfer failed
+├── AgentRejected      the agent answered with an error, or was refused (wire version)
+└── AnswerConflict     the same request id came with a different answer
+"""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    """Root of every gateway error."""
+
+
+class SourcesError(GatewayError):
+    """sources.json is wrong: the message names the file, the entry and the problem."""
+
+
+class ConfigError(GatewayError):
+    """A setting is wrong."""
+
+
+class AgentUnreachable(GatewayError):
+    """The agent did not answer, or the transfer failed midway."""
+
+    def __init__(self, message: str, *, timed_out: bool = False, midway: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+        self.midway = midway  # the agent had begun to answer: the transfer broke
+
+
+class AgentRejected(GatewayError):
+    """The agent answered with an error status, or the gateway refuses to talk to it."""
+
+    def __init__(self, message: str, *, status: int = 0, code: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class AnswerConflict(GatewayError):
+    """The same request id came with a different answer; nothing was applied."""

@@ -1,0 +1,297 @@
+"""The gateway's core: agents' mirrors and links, the store, answers, and the phone's stream."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from urllib.parse import quote
+
+import msgspec
+
+from collie_gateway.answering import Answering, Result
+from collie_gateway.answers import Outcome, Tap, card_state
+from collie_gateway.chats import Chats
+from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.links import AgentClient, AgentLink, Fetched, expect
+from collie_gateway.mirror import AgentMirror, Change, LinkState
+from collie_gateway.phonebus import PhoneBus
+from collie_gateway.redact import Redactor
+from collie_gateway.settings import Settings
+from collie_gateway.sources import Source
+from collie_gateway.store import Store
+from collie_gateway.views.cards import CardState, build_card
+from collie_gateway.views.chat import Note
+from collie_gateway.views.dashboard import Dashboard, agent_row, build_dashboard
+from collie_gateway.views.text import TITLE_LIMIT, clean
+from wire.messages import (
+    WIRE_VERSION,
+    AgentEvent,
+    Answer,
+    Ask,
+    AskResolved,
+    CommandResult,
+    Reply,
+    ReplyResult,
+    decode,
+)
+
+log = logging.getLogger(__name__)
+_encoder = msgspec.json.Encoder()
+
+
+class Gateway:
+    """Owns every agent link; the routes ask it, the links tell it."""
+
+    def __init__(self, settings: Settings, store: Store) -> None:
+        self.settings = settings
+        self.store = store
+        self.bus = PhoneBus(settings.phone_ring)
+        self.sources: dict[str, Source] = {s.name: s for s in settings.sources}
+        self.mirrors: dict[str, AgentMirror] = {}
+        self.links: dict[str, AgentLink] = {}
+        self.answering = Answering(store, settings.clock)
+        self.chats = Chats(self)
+        self.redactor = Redactor(enabled=settings.redact)
+        self.card_states: dict[tuple[str, str], dict[str, CardState]] = {}
+        self._rows: dict[str, bytes] = {}
+        self._tasks: set[asyncio.Task[object]] = set()
+        self.hooks: list[Callable[[AgentMirror, AgentEvent, Change], None]] = []
+
+    @property
+    def redact(self) -> Callable[[str], str]:
+        """The redaction applied to titles, subtitles and push text (X1)."""
+        return self.redactor.mask
+
+    @classmethod
+    async def open(cls, settings: Settings) -> Gateway:
+        """Open the store, load the last mirror, and start one link per agent."""
+        store = await Store.open(settings.db_path)
+        gateway = cls(settings, store)
+        gateway.mirrors = await store.load_mirrors(gateway.sources)
+        store.start_flusher()
+        for source in settings.sources:
+            link = AgentLink(source, gateway.mirrors[source.name], gateway, settings.timing)
+            gateway.links[source.name] = link
+            link.start()
+        return gateway
+
+    async def close(self) -> None:
+        """Stop every link and task, and close the store."""
+        for link in self.links.values():
+            await link.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.chats.close()
+        await self.store.close()
+
+    def spawn(self, coro: Coroutine[object, object, object], name: str) -> None:
+        """Run ``coro`` in the background, kept until it ends."""
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- LinkListener ----------------------------------------------------------------------
+
+    def link_changed(self, mirror: AgentMirror) -> None:
+        """A link's state or hello changed: store it, tell the phones."""
+        self.store.mark(mirror.name)
+        self._publish_row(mirror)
+        if mirror.state is LinkState.READY:
+            self.spawn(self.resend_pending(mirror.name), f"resend-{mirror.name}")
+
+    def snapshot_taken(self, mirror: AgentMirror) -> None:
+        """A link read the open conversations anew."""
+        self.store.mark_all(mirror.name)
+        self._publish_row(mirror)
+        self.bus.publish("list.changed", self.chats.build(mirror.name))
+
+    def event_received(self, mirror: AgentMirror, event: AgentEvent, change: Change) -> None:
+        """An agent event was applied to the mirror."""
+        self.store.mark(mirror.name, change.conversation_id)
+        if change.counts_changed:
+            self._publish_row(mirror)
+        now = self.settings.clock()
+        if isinstance(event, AskResolved) and change.resolved is not None:
+            self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
+        self.chats.on_event(mirror.name, event, change, now)
+        for hook in self.hooks:
+            hook(mirror, event, change)
+
+    def _publish_row(self, mirror: AgentMirror) -> None:
+        """Tell the phones of a row that changed, and only then."""
+        row = agent_row(self.sources[mirror.name], mirror, self.settings.catalogue)
+        encoded = _encoder.encode(row)
+        if self._rows.get(mirror.name) != encoded:
+            self._rows[mirror.name] = encoded
+            self.bus.publish("dashboard.row", row)
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def dashboard(self, *, pending_only: bool = False) -> Dashboard:
+        """The dashboard as the phone draws it now."""
+        cat = self.settings.catalogue
+        rows = (agent_row(s, self.mirrors[s.name], cat) for s in self.settings.sources)
+        return build_dashboard(rows, self.settings.spaces, cat, pending_only=pending_only)
+
+    def version_warning(self, agent: str) -> str | None:
+        """R5's box for an agent refused for its wire version, else None."""
+        mirror = self.mirrors[agent]
+        if mirror.wire is None or mirror.wire == WIRE_VERSION:
+            return None
+        return self.settings.catalogue.fmt(
+            "version_mismatch", theirs=mirror.wire, ours=WIRE_VERSION
+        )
+
+    def client(self, agent: str) -> AgentClient:
+        """The agent's HTTP client, for an agent that speaks wire v1.
+
+        Raises:
+            AgentRejected: the agent speaks another wire version (V1: nothing is sent).
+        """
+        warning = self.version_warning(agent)
+        if warning is not None:
+            raise AgentRejected(warning, status=0, code="version_mismatch")
+        return self.links[agent].client
+
+    # --- commands ---------------------------------------------------------------------------
+
+    async def command(self, agent: str, path: str, body: object) -> CommandResult:
+        """Send one command (the phone's request id inside) and decode its result.
+
+        Raises:
+            AgentUnreachable: no answer came back; the command may or may not have run.
+            AgentRejected: refused (version) or the agent answered with an error.
+        """
+        fetched = await self.client(agent).post(path, body)
+        return expect(fetched, CommandResult)
+
+    async def starters(self, agent: str) -> Fetched:
+        """The agent's starters, read on each visit of the New page."""
+        return await self.client(agent).get("/starters", limit=1024 * 1024)
+
+    # --- answers ----------------------------------------------------------------------------
+
+    def find_ask(self, agent: str, ask_id: str) -> Ask | None:
+        """The open ask ``ask_id`` of ``agent``, as mirrored."""
+        for conv in self.mirrors[agent].conversations.values():
+            for ask in conv.asks:
+                if ask.id == ask_id:
+                    return ask
+        return None
+
+    async def answer(
+        self, agent: str, ask_id: str, request_id: str, version: int, answer: Answer
+    ) -> Result:
+        """Take one tap: record, claim, send once, settle (spec T1)."""
+        tap = Tap(request_id, agent, ask_id, version, _encoder.encode(answer))
+        cat = self.settings.catalogue
+        warning = self.version_warning(agent)
+        if warning is not None:
+            return await self._remember(tap, await self.answering.refuse(tap, warning))
+        ask = self.find_ask(agent, ask_id)
+        refusal = self._always_refusal(agent, ask, answer)
+        if refusal is not None:
+            return await self._remember(tap, await self.answering.refuse(tap, refusal))
+        result = await self.answering.tap(tap, self._send_reply)
+        if result.outcome is Outcome.REFUSED and result.reason == "conflict":
+            result = Result(Outcome.REFUSED, cat["refused_conflict"], request_id)
+            return result
+        return await self._remember(tap, result)
+
+    def _always_refusal(self, agent: str, ask: Ask | None, answer: Answer) -> str | None:
+        """Collie's reason to refuse an "Always allow" (A5, A6), else None."""
+        cat = self.settings.catalogue
+        if ask is None or ask.kind != "permission" or answer.option is None:
+            return cat["refused_always"] if answer.confirmed and ask is None else None
+        option = next((o for o in ask.options if o.id == answer.option), None)
+        if option is None or option.role != "always":
+            return None
+        if not answer.confirmed:
+            return cat["refused_always"]
+        card = build_card(
+            ask,
+            agent_name=agent,
+            now=self.settings.clock(),
+            catalogue=cat,
+            redact=self.redact,
+        )
+        if not card.answerable or cat["text_shortened"] in card.notices or ask.tool is None:
+            return cat["refused_always_hidden"]
+        return None
+
+    async def _remember(self, tap: Tap, result: Result) -> Result:
+        record = await self.answering.lookup(tap.request_id)
+        if record is not None and record.tap == tap:
+            state = card_state(record)
+            ask = self.find_ask(tap.agent, tap.ask_id)
+            if state is not None and ask is not None:
+                key = (tap.agent, ask.conversation)
+                self.card_states.setdefault(key, {})[tap.ask_id] = state
+        return result
+
+    async def _send_reply(self, tap: Tap) -> str:
+        answer = decode(tap.answer, Answer)
+        body = Reply(request_id=tap.request_id, version=tap.version, answer=answer)
+        path = f"/asks/{quote(tap.ask_id, safe='')}/reply"
+        fetched = await self.client(tap.agent).post(path, body)
+        if fetched.status >= 500:
+            raise AgentUnreachable(f"the agent answered {fetched.status}")
+        return expect(fetched, ReplyResult).outcome
+
+    async def resend_pending(self, agent: str) -> None:
+        """Send the agent's unsettled taps again, with their request ids (after a restart)."""
+        try:
+            for result in await self.answering.resend_pending(agent, self._send_reply):
+                record = await self.answering.lookup(result.request_id)
+                if record is not None:
+                    await self._remember(record.tap, result)
+                self.bus.publish(
+                    "answer.settled",
+                    {"agent": agent, "request_id": result.request_id, "outcome": result.outcome},
+                )
+        except (AgentRejected, AgentUnreachable) as exc:
+            log.info("agent %s: pending answers wait: %s", agent, exc)
+
+    # --- receipts (R3, R4) -----------------------------------------------------------------
+
+    async def _receipt(self, agent: str, event: AskResolved, ask: Ask, now: datetime) -> None:
+        key = {"expired": "receipt_expired", "decided": "receipt_decided"}.get(event.how)
+        if key is None or await self.answering.tapped(agent, ask.id):
+            return
+        cat = self.settings.catalogue
+        title = clean(ask.title or ask.text, TITLE_LIMIT, redact=self.redact).text
+        note = Note(
+            kind="receipt",
+            text=f"{cat[key]} {title}",
+            at=now,
+            after_item=self.chats.last_item.get((agent, event.conversation_id)),
+        )
+        self.chats.add_note(agent, event.conversation_id, f"ask:{ask.id}", note)
+
+    def save_note(self, agent: str, conv_id: str, key: str, note: Note) -> None:
+        """Store a chat note in the background."""
+        self.spawn(self._save_note(agent, conv_id, key, note), "note")
+
+    async def _save_note(self, agent: str, conv_id: str, key: str, note: Note) -> None:
+        async with self.store.transaction() as db:
+            await db.execute(
+                "INSERT OR IGNORE INTO notes(agent, conversation, key, kind, text, at, after_item)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (agent, conv_id, key, note.kind, note.text, note.at.isoformat(), note.after_item),
+            )
+
+    async def load_notes(self, agent: str, conv_id: str) -> list[Note]:
+        """The stored notes of one conversation, oldest first."""
+        async with self.store.db.execute(
+            "SELECT kind, text, at, after_item FROM notes WHERE agent = ? AND conversation = ?"
+            " ORDER BY at",
+            (agent, conv_id),
+        ) as cur:
+            rows = await cur.fetchall()
+        return [
+            Note(kind=str(k), text=str(t), at=datetime.fromisoformat(str(a)), after_item=i)
+            for k, t, a, i in rows
+        ]

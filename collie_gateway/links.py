@@ -1,0 +1,337 @@
+"""Agent links: one HTTP client and one follow loop per durable agent.
+
+A link connects, reads the hello, reads the open conversations, follows the event stream and
+reconnects with capped, jittered backoff. Every read has a timeout and a size limit; whatever
+an agent sends, its link lands in a clear state and no other link notices.
+``OSError``, ``aiohttp.ClientError`` and timeouts become ``AgentUnreachable`` in one place
+(``AgentClient._call``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+import aiohttp
+
+from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.mirror import AgentMirror, Change, LinkState, apply_event
+from collie_gateway.settings import LinkTiming
+from collie_gateway.sources import Source
+from wire.errors import BodyTooLarge, RemoteWireError, UnknownEvent
+from wire.messages import (
+    MAX_BODY,
+    MAX_EVENT,
+    WIRE_VERSION,
+    AgentEvent,
+    ConversationPage,
+    ErrorBody,
+    Hello,
+    Reset,
+    VersionProbe,
+    decode,
+    decode_event,
+    encode,
+)
+from wire.sse import SSEParser
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """A decoded answer and its ``Wire-Event-Id`` header."""
+
+    status: int
+    body: bytes
+    event_id: str | None
+
+
+class AgentClient:
+    """HTTP to one agent over its Unix socket or URL; never sends a token in the clear log."""
+
+    def __init__(self, source: Source, timing: LinkTiming) -> None:
+        self.source = source
+        self.timing = timing
+        if source.socket is not None:
+            connector: aiohttp.BaseConnector = aiohttp.UnixConnector(path=str(source.socket))
+            self.base = "http://agent"
+        else:
+            connector = aiohttp.TCPConnector(limit=8)
+            self.base = str(source.url)
+        headers = {"Authorization": f"Bearer {source.token}"} if source.token else {}
+        self.session = aiohttp.ClientSession(
+            connector=connector,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=timing.connect, sock_connect=timing.connect
+            ),
+            auto_decompress=False,
+        )
+
+    async def close(self) -> None:
+        """Close the session and its connections."""
+        await self.session.close()
+
+    async def get(self, path: str, *, limit: int = MAX_BODY) -> Fetched:
+        """GET ``path``; the body is read up to ``limit`` bytes.
+
+        Raises:
+            AgentUnreachable: no answer in time, or the transfer failed.
+            BodyTooLarge: the body is over ``limit``.
+        """
+        return await self._call("GET", path, None, limit)
+
+    async def post(self, path: str, body: object, *, limit: int = MAX_BODY) -> Fetched:
+        """POST ``body`` as JSON to ``path``.
+
+        Raises:
+            AgentUnreachable: no answer in time, or the transfer failed (the command may or
+                may not have arrived).
+            BodyTooLarge: the answer is over ``limit``.
+        """
+        return await self._call("POST", path, encode(body), limit)
+
+    async def _call(self, method: str, path: str, data: bytes | None, limit: int) -> Fetched:
+        timeout = aiohttp.ClientTimeout(total=self.timing.request, connect=self.timing.connect)
+        headers = {"Content-Type": "application/json"} if data is not None else None
+        midway = False
+        try:
+            async with self.session.request(
+                method, self.base + path, data=data, headers=headers, timeout=timeout
+            ) as resp:
+                midway = True
+                body = await read_limited(resp, limit)
+                return Fetched(resp.status, body, resp.headers.get("Wire-Event-Id"))
+        except TimeoutError:
+            raise AgentUnreachable(
+                f"{method} {path}: no answer in time", timed_out=True, midway=midway
+            ) from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise AgentUnreachable(
+                f"{method} {path}: {type(exc).__name__}: {exc}", midway=midway
+            ) from None
+
+    @contextlib.asynccontextmanager
+    async def stream(self, last_event_id: str | None) -> AsyncIterator[aiohttp.ClientResponse]:
+        """Open ``GET /events``; each read times out after ``stream_read`` seconds.
+
+        Raises:
+            AgentUnreachable: as :meth:`get`.
+            AgentRejected: the agent answered with an error status.
+        """
+        headers = {"Accept": "text/event-stream"}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = last_event_id
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=self.timing.connect, sock_read=self.timing.stream_read
+        )
+        try:
+            async with self.session.get(
+                self.base + "/events", headers=headers, timeout=timeout
+            ) as resp:
+                if resp.status != 200:
+                    raise AgentRejected(f"GET /events answered {resp.status}", status=resp.status)
+                yield resp
+        except TimeoutError:
+            raise AgentUnreachable("the event stream went silent", timed_out=True) from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise AgentUnreachable(f"event stream: {type(exc).__name__}: {exc}") from None
+
+
+async def read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """Read a body, refusing one over ``limit`` bytes before reading it all.
+
+    Raises:
+        BodyTooLarge: the declared or actual length is over ``limit``.
+    """
+    if resp.content_length is not None and resp.content_length > limit:
+        raise BodyTooLarge(f"body of {resp.content_length} bytes is over the limit of {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(65536):
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"body over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def error_of(fetched: Fetched) -> AgentRejected:
+    """An ``AgentRejected`` for a non-2xx answer, with the agent's code and sentence."""
+    try:
+        err = decode(fetched.body, ErrorBody, limit=65536)
+        return AgentRejected(err.message or err.error, status=fetched.status, code=err.error)
+    except RemoteWireError:
+        return AgentRejected(f"the agent answered {fetched.status}", status=fetched.status)
+
+
+def expect(fetched: Fetched, kind: type[T]) -> T:
+    """Decode a 2xx answer as ``kind``.
+
+    Raises:
+        AgentRejected: a non-2xx status.
+        MalformedMessage, BodyTooLarge: the body is not a ``kind``.
+    """
+    if not 200 <= fetched.status < 300:
+        raise error_of(fetched)
+    return decode(fetched.body, kind)
+
+
+class LinkListener(Protocol):
+    """What a link tells the gateway."""
+
+    def link_changed(self, mirror: AgentMirror) -> None:
+        """The link's state, reason or hello changed."""
+
+    def snapshot_taken(self, mirror: AgentMirror) -> None:
+        """The open conversations were read anew (the mirror was replaced whole)."""
+
+    def event_received(self, mirror: AgentMirror, event: AgentEvent, change: Change) -> None:
+        """One event arrived and was applied to the mirror."""
+
+
+class _ResetNeeded(Exception):
+    pass
+
+
+class AgentLink:
+    """Follows one agent for as long as the gateway runs."""
+
+    def __init__(
+        self,
+        source: Source,
+        mirror: AgentMirror,
+        listener: LinkListener,
+        timing: LinkTiming,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.source = source
+        self.mirror = mirror
+        self.listener = listener
+        self.timing = timing
+        self.client = AgentClient(source, timing)
+        self._rng = rng or random.Random()
+        self._task: asyncio.Task[None] | None = None
+        self.ready = asyncio.Event()
+        self.connects = 0
+
+    def start(self) -> None:
+        """Start following in the background."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"link-{self.source.name}")
+
+    async def close(self) -> None:
+        """Stop following and close the client."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.client.close()
+
+    def _set(self, state: LinkState, reason: str = "") -> None:
+        if state is LinkState.READY:
+            self.ready.set()
+        else:
+            self.ready.clear()
+        if (self.mirror.state, self.mirror.reason) != (state, reason):
+            self.mirror.state = state
+            self.mirror.reason = reason
+            log.info("agent %s: %s %s", self.source.name, state.value, reason)
+            self.listener.link_changed(self.mirror)
+
+    async def _run(self) -> None:
+        failures = 0
+        need_snapshot = True
+        while True:
+            try:
+                wire = await self._hello()
+                if wire != WIRE_VERSION:
+                    self._set(LinkState.VERSION_MISMATCH, f"agent speaks wire v{wire}")
+                    failures = 0
+                    await asyncio.sleep(self.timing.version_recheck)
+                    need_snapshot = True
+                    continue
+                if need_snapshot or self.mirror.last_event_id is None:
+                    await self._snapshot()
+                    need_snapshot = False
+                self._set(LinkState.READY)
+                failures = 0
+                await self._follow()
+                # The agent ended the stream cleanly: reconnect at once, resuming.
+            except _ResetNeeded:
+                need_snapshot = True
+                continue
+            except (AgentUnreachable, AgentRejected, RemoteWireError) as exc:
+                failures += 1
+                self._set(LinkState.UNREACHABLE, _reason(exc))
+                await asyncio.sleep(self._backoff(failures))
+
+    def _backoff(self, failures: int) -> float:
+        growth = float(2 ** min(failures - 1, 16))
+        cap = min(self.timing.backoff_cap, self.timing.backoff_first * growth)
+        return cap / 2 + self._rng.uniform(0, cap / 2)
+
+    async def _hello(self) -> int:
+        fetched = await self.client.get("/hello", limit=65536)
+        probe = expect(fetched, VersionProbe)
+        if probe.wire == WIRE_VERSION:
+            hello = decode(fetched.body, Hello, limit=65536)
+        else:
+            hello = Hello(wire=probe.wire)
+        if hello != self.mirror.hello or probe.wire != self.mirror.wire:
+            self.mirror.hello = hello
+            self.mirror.wire = probe.wire
+            self.listener.link_changed(self.mirror)
+        return probe.wire
+
+    async def _snapshot(self) -> None:
+        self.connects += 1
+        fetched = await self.client.get("/conversations?state=open")
+        page = expect(fetched, ConversationPage)
+        self.mirror.replace_all([c for c in page.conversations if c.state != "closed"])
+        self.mirror.last_event_id = fetched.event_id or "0"
+        self.listener.snapshot_taken(self.mirror)
+
+    async def _follow(self) -> None:
+        parser = SSEParser(max_line=MAX_EVENT + 64)
+        async with self.client.stream(self.mirror.last_event_id) as resp:
+            try:
+                async for chunk in resp.content.iter_any():
+                    for sse in parser.feed(chunk):
+                        self._dispatch(sse.id, sse.data)
+            except TimeoutError:
+                raise AgentUnreachable("the event stream went silent", timed_out=True) from None
+            except (aiohttp.ClientError, OSError) as exc:
+                raise AgentUnreachable(f"event stream: {type(exc).__name__}: {exc}") from None
+
+    def _dispatch(self, event_id: str | None, data: str) -> None:
+        try:
+            event = decode_event(data.encode())
+        except UnknownEvent as exc:
+            log.info("agent %s: skipped %s", self.source.name, exc)
+            event = None
+        if isinstance(event, Reset):
+            self.mirror.last_event_id = None
+            raise _ResetNeeded
+        if event_id is not None:
+            self.mirror.last_event_id = event_id
+        if event is not None:
+            change = apply_event(self.mirror, event)
+            self.listener.event_received(self.mirror, event, change)
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, RemoteWireError):
+        return f"protocol error: {exc}"
+    return str(exc)
+
+
+__all__ = ["AgentClient", "AgentLink", "Fetched", "LinkListener", "error_of", "expect"]

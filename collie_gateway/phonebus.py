@@ -1,0 +1,100 @@
+"""The phone's live stream: numbered events, a ring for ``Last-Event-ID`` replay.
+
+Event ids are ``<boot>-<seq>``: a phone that reconnects after the gateway restarted (another
+boot) or that fell out of the ring gets a ``reset`` and reads its screens again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections import deque
+from dataclasses import dataclass
+
+import msgspec
+
+_encoder = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class PhoneEvent:
+    """One event on the phone's stream; ``data`` is its JSON."""
+
+    id: str
+    type: str
+    data: bytes
+
+
+class Subscription:
+    """One phone's stream: a bounded queue; a phone that falls too far behind is reset."""
+
+    def __init__(self, bus: PhoneBus, limit: int) -> None:
+        self._bus = bus
+        self.queue: asyncio.Queue[PhoneEvent] = asyncio.Queue()
+        self._limit = limit
+        self.overflowed = False
+
+    def push(self, event: PhoneEvent) -> None:
+        if self.queue.qsize() >= self._limit:
+            self.overflowed = True
+            return
+        self.queue.put_nowait(event)
+
+    def close(self) -> None:
+        self._bus._subs.discard(self)
+
+
+class PhoneBus:
+    """Fan-out of phone events with replay from a ring of the newest ``ring`` events."""
+
+    def __init__(self, ring: int = 10_000) -> None:
+        self.boot = secrets.token_hex(4)
+        self._seq = 0
+        self._ring: deque[PhoneEvent] = deque(maxlen=ring)
+        self._subs: set[Subscription] = set()
+        self._ring_size = ring
+
+    @property
+    def last_id(self) -> str:
+        """The id of the newest event (``<boot>-0`` before any)."""
+        return f"{self.boot}-{self._seq}"
+
+    def publish(self, type_: str, payload: object) -> PhoneEvent:
+        """Number, keep and fan out one event."""
+        self._seq += 1
+        event = PhoneEvent(f"{self.boot}-{self._seq}", type_, _encoder.encode(payload))
+        self._ring.append(event)
+        for sub in self._subs:
+            sub.push(event)
+        return event
+
+    def subscribe(self, last_event_id: str | None) -> tuple[Subscription, list[PhoneEvent] | None]:
+        """A new subscription, and the events to replay first (``None``: the phone must reset).
+
+        No ``last_event_id`` means a fresh phone: nothing to replay.
+        """
+        sub = Subscription(self, self._ring_size)
+        self._subs.add(sub)
+        if last_event_id is None:
+            return sub, []
+        return sub, self.replay_after(last_event_id)
+
+    def replay_after(self, last_event_id: str) -> list[PhoneEvent] | None:
+        """Events after ``last_event_id``, or ``None`` when they can't all be replayed."""
+        boot, _, seq_text = last_event_id.partition("-")
+        if boot != self.boot or not seq_text.isascii() or not seq_text.isdigit():
+            return None
+        seq = int(seq_text)
+        if seq > self._seq:
+            return None
+        if seq == self._seq:
+            return []
+        oldest = self._seq - len(self._ring) + 1
+        if seq + 1 < oldest:
+            return None
+        return list(self._ring)[seq + 1 - oldest :]
+
+    @property
+    def subscribers(self) -> int:
+        """Phones connected now."""
+        return len(self._subs)

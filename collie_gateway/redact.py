@@ -1,0 +1,308 @@
+"""Secret masking for text that leaves the machine (spec X1): titles, subtitles, logs, pushes.
+
+Pure: no I/O. Rules follow the shapes of gitleaks' rules (the regexes are our own). A match
+is masked as a whole: its public, fixed prefix is kept so the person can tell the kind
+(``ghp_••••``, ``AKIA••••``, ``sk-ant-••••``) and everything after it becomes ``MASK``.
+Shapes without such a prefix (JWTs, PEM blocks, passwords, bearer values) become ``MASK``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["MASK", "Redactor", "redactor_from_env"]
+
+MASK: Final = "••••"
+ELLIPSIS: Final = "…"
+ENV_VAR: Final = "COLLIE_REDACT"
+_OFF: Final = frozenset({"0", "false", "off", "no"})
+
+# Lookbehind used by most token rules: a token starts a word (so "task-…" is not "sk-…").
+_START = r"(?<![A-Za-z0-9])"
+# Unquoted values end at whitespace, a quote or a delimiter; never at the mask character, so
+# a kept prefix followed by MASK can never be read as a new value (idempotence).
+_VALUE = r"[^\s\"'`,;&<>()\[\]{}•]"
+_VALUE_END = r"(?=[\s\"'`,;&<>)\[\]{}]|\Z)"  # not "(": a value before "(" is a call
+_PASSWORD_KEYS: Final = frozenset({"pass", "password", "passwd", "passphrase", "pwd"})
+# Words (lower, Capitalised, UPPER, CamelCase) joined by "-", "_", "." or spaces.
+_WORD = r"(?:[A-Za-z][a-z]*|[A-Z]+|(?:[A-Z][a-z]+)+)"
+_WORDS = re.compile(rf"{_WORD}(?:[-_. ]+{_WORD})*")
+_PLACEHOLDER = re.compile(r"x{3}|\*{3}|\.{3}|\$\{|\{\{|%\(|<|your[-_]|example|redacted", re.I)
+# A path or an address given as a value is not itself the secret (a URL password has its rule).
+_NOT_SECRET = re.compile(
+    r"(?:~|\.\.?)?/[A-Za-z0-9_./-]*|[A-Za-z][A-Za-z0-9+.-]*://\S*"
+    r"|[A-Za-z_]+(?:\.[A-Za-z_]+)+"  # a dotted name in code: settings.API_TOKEN
+)
+
+
+def _entropy(s: str) -> float:
+    """Shannon entropy of ``s`` in bits per character."""
+    n = len(s)
+    return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
+
+
+def _mixed(s: str) -> bool:
+    """Whether ``s`` has a digit and upper and lower case letters, as random tokens do."""
+    return (
+        any(c.isdigit() for c in s) and any(c.isupper() for c in s) and any(c.islower() for c in s)
+    )
+
+
+def _ordinary(s: str) -> bool:
+    """Whether a value is words, a placeholder, a path or an address rather than a secret."""
+    return bool(_WORDS.fullmatch(s) or _PLACEHOLDER.search(s) or _NOT_SECRET.fullmatch(s))
+
+
+def _random_looking(s: str) -> bool:
+    """Whether a value after "Bearer" or a token-like key reads as random rather than words."""
+    if len(s) < 12 or _ordinary(s):
+        return False
+    has_digit = any(c.isdigit() for c in s)
+    has_alpha = any(c.isalpha() for c in s)
+    return (has_digit and has_alpha and _entropy(s) >= 3.0) or _entropy(s) >= 4.0
+
+
+def _password_like(s: str) -> bool:
+    """Whether a value given to a password key is a password rather than a word or a number."""
+    return len(s) >= 6 and not _ordinary(s)
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """One secret shape: group ``s`` (else the match) is masked, group ``k`` is kept."""
+
+    name: str
+    pattern: re.Pattern[str]
+    check: Callable[[re.Match[str]], bool] | None = None
+
+
+def _generic_check(m: re.Match[str]) -> bool:
+    value = _value(m)
+    if m.group("kw").lower() not in _PASSWORD_KEYS:
+        return _random_looking(value)
+    # A quoted passphrase of several words is still a password.
+    quoted_words = m.group("s_2") is None and " " in value.strip()
+    if quoted_words and len(value) >= 6 and not _PLACEHOLDER.search(value):
+        return True
+    return _password_like(value)
+
+
+def _quoted_or_bare(name: str) -> str:
+    """A value: in double, single or back quotes (may hold spaces), or bare up to a delimiter."""
+    return (
+        rf"(?:\"(?P<{name}>[^\"\n•]{{4,200}})\""
+        rf"|'(?P<{name}_1>[^'\n•]{{4,200}})'"
+        rf"|(?P<{name}_2>{_VALUE}{{4,200}}){_VALUE_END})"
+    )
+
+
+def _value_rule(name: str, regex: str, check: Callable[[str], bool]) -> _Rule:
+    """A rule whose value may be quoted; ``check`` decides on the value's text."""
+    pattern = re.compile(regex)
+
+    def run(m: re.Match[str]) -> bool:
+        return check(_value(m))
+
+    return _Rule(name, pattern, run)
+
+
+def _value(m: re.Match[str]) -> str:
+    for group in ("s", "s_1", "s_2"):
+        if group in m.re.groupindex and m.group(group) is not None:
+            return m.group(group)
+    return m.group(0)
+
+
+_KEYWORDS = (
+    r"pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key"
+    r"|secret[_-]?key|signing[_-]?key|encryption[_-]?key|auth|credentials?"
+)
+
+_RULES: Final[tuple[_Rule, ...]] = (
+    _Rule(
+        "pem-private-key",
+        re.compile(
+            # Only with key material after the header, so a mention of the header is no key.
+            r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+            r"(?=\s*(?:[A-Za-z-]+:|[A-Za-z0-9+/]{8}))"
+            r".*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            re.S,
+        ),
+    ),
+    _Rule(
+        "jwt",
+        re.compile(_START + r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*"),
+    ),
+    _Rule("github", re.compile(_START + r"(?P<k>gh[pousr]_)[A-Za-z0-9]{30,}")),
+    _Rule("github-fine-grained", re.compile(_START + r"(?P<k>github_pat_)[A-Za-z0-9_]{30,}")),
+    # sk-ant-api03-, sk-ant-admin01-, sk-ant-oat01-: the kind stays visible.
+    _Rule("anthropic", re.compile(_START + r"(?P<k>sk-ant-(?:[a-z]+\d\d-)?)[A-Za-z0-9_-]{20,}")),
+    _Rule(
+        "openai",
+        re.compile(_START + r"(?P<k>sk-(?:(?:proj|svcacct|admin)-)?)(?!ant-)[A-Za-z0-9_-]{20,}"),
+        lambda m: _mixed(m.group(0)[len(m.group("k")) :]),
+    ),
+    _Rule(
+        "aws-access-key-id",
+        re.compile(_START + r"(?P<k>AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+    ),
+    _Rule("google-api-key", re.compile(_START + r"(?P<k>AIza)[A-Za-z0-9_-]{30,}")),
+    _Rule("slack-token", re.compile(_START + r"(?P<k>xox[abeoprs]-)[A-Za-z0-9-]{10,}")),
+    _Rule("slack-app-token", re.compile(_START + r"(?P<k>xapp-)[0-9]-[A-Za-z0-9-]{10,}")),
+    _Rule(
+        "slack-webhook",
+        re.compile(
+            r"(?P<k>https://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_+-]{20,}"
+        ),
+    ),
+    _Rule("stripe", re.compile(_START + r"(?P<k>(?:sk|rk)_(?:live|test)_)[A-Za-z0-9]{16,}")),
+    _Rule("stripe-webhook-secret", re.compile(_START + r"(?P<k>whsec_)[A-Za-z0-9]{24,}")),
+    _Rule("npm", re.compile(_START + r"(?P<k>npm_)[A-Za-z0-9]{36}(?![A-Za-z0-9])")),
+    _Rule(
+        "gitlab",
+        re.compile(_START + r"(?P<k>gl(?:pat|dt|rt|ptt|cbt|oas|soat)-)[A-Za-z0-9_-]{20,}"),
+    ),
+    _Rule("twilio-api-key", re.compile(_START + r"(?P<k>SK)[0-9a-fA-F]{32}(?![A-Za-z0-9])")),
+    _Rule(
+        "sendgrid",
+        re.compile(_START + r"(?P<k>SG\.)[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),
+    ),
+    _Rule(
+        "huggingface",
+        re.compile(_START + r"(?P<k>hf_)[A-Za-z0-9]{30,}"),
+        lambda m: _mixed(m.group(0)) or _entropy(m.group(0)) >= 4.0,
+    ),
+    _Rule(
+        # scheme://user:PASSWORD@host — only the password; it may hold a raw "@".
+        "url-password",
+        re.compile(
+            r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@?#•]*:"
+            r"(?P<s>[^\s/?#•]+)@(?=[A-Za-z0-9\[])"
+        ),
+        lambda m: not _PLACEHOLDER.search(m.group("s")),
+    ),
+    _Rule(
+        "authorization-header",
+        re.compile(
+            r"(?i)authorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest)\s+"
+            rf"(?P<s>{_VALUE}{{8,}}){_VALUE_END}"
+        ),
+    ),
+    _Rule(
+        "bearer",
+        re.compile(rf"(?i){_START}bearer\s+(?P<s>{_VALUE}{{12,}}){_VALUE_END}"),
+        lambda m: _random_looking(m.group("s")),
+    ),
+    _value_rule(
+        "aws-secret-access-key",
+        r"(?i)aws[A-Za-z0-9_.-]{0,20}?(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?\s*(?::=|=>|[:=])"
+        r"\s*(?:\"(?P<s>[A-Za-z0-9/+=]{40})\"|'(?P<s_1>[A-Za-z0-9/+=]{40})'"
+        r"|(?P<s_2>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=]))",
+        lambda v: _entropy(v) >= 3.0,
+    ),
+    _Rule(
+        # KEY=value, "key": "value", key: value, --key=value, ?key=value: the key ends in a
+        # keyword; the value must look like a password or a random token, not a word.
+        "generic-assignment",
+        re.compile(
+            r"(?i)(?<![A-Za-z0-9_.-])(?<!://)[A-Za-z0-9_.-]{0,40}?"
+            # "key:value" needs a space or quote after ":" (else it reads as an ARN or a URL).
+            rf"(?P<kw>{_KEYWORDS})s?[\"']?\s*(?::=|=>|=|:(?=[\s\"'`]))\s*{_quoted_or_bare('s')}"
+        ),
+        _generic_check,
+    ),
+)
+
+
+def _spans(text: str) -> list[tuple[int, int, int]]:
+    """Merged ``(start, end, kept)`` spans to mask; ``kept`` chars at ``start`` stay."""
+    found: list[tuple[int, int, int]] = []
+    for rule in _RULES:
+        for m in rule.pattern.finditer(text):
+            if rule.check is not None and not rule.check(m):
+                continue
+            start, end = m.span()
+            for group in ("s", "s_1", "s_2"):
+                if group in m.re.groupindex and m.group(group) is not None:
+                    start, end = m.span(group)
+                    break
+            kept = len(m.group("k")) if "k" in m.re.groupindex else 0
+            found.append((start, end, kept))
+    found.sort(key=lambda s: (s[0], -s[1]))
+    merged: list[tuple[int, int, int]] = []
+    for start, end, kept in found:
+        if merged and start < merged[-1][1]:
+            last = merged[-1]
+            merged[-1] = (last[0], max(last[1], end), last[2])
+        else:
+            merged.append((start, end, kept))
+    return merged
+
+
+def _mask_once(text: str) -> str:
+    spans = _spans(text)
+    if not spans:
+        return text
+    out: list[str] = []
+    pos = 0
+    for start, end, kept in spans:
+        out.append(text[pos : start + kept])
+        out.append(MASK)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1] + ELLIPSIS
+
+
+@dataclass(frozen=True, slots=True)
+class Redactor:
+    """Masks secrets in text, or passes it through when ``enabled`` is false.
+
+    ``Redactor().mask("token ghp_…")`` gives ``"token ghp_••••"``; build it once with
+    ``redactor_from_env(os.environ)``.
+    """
+
+    enabled: bool = True
+
+    def mask(self, text: str) -> str:
+        """Return ``text`` with every secret masked; masking the result again changes nothing."""
+        if not self.enabled:
+            return text
+        # Repeat to a fixed point: a mask can change word boundaries around it. Each change
+        # removes characters other than "•", so this ends.
+        while (masked := _mask_once(text)) != text:
+            text = masked
+        return text
+
+    def mask_cut(self, text: str, limit: int) -> str:
+        """Mask, then cut to at most ``limit`` characters ending in "…" when cut.
+
+        Masking comes first, so a secret straddling the cut leaves only mask behind.
+        """
+        if limit <= 0:
+            return ""
+        masked = self.mask(text)
+        if len(masked) <= limit:
+            return masked
+        # A cut can expose a new word boundary, so the cut text is masked again; should that
+        # lengthen it (a short URL password), cut shorter. At keep == 1 the result is "…".
+        keep = limit
+        while len(out := self.mask(_cut(masked, keep))) > limit:
+            keep -= 1
+        return out
+
+
+def redactor_from_env(environ: Mapping[str, str]) -> Redactor:
+    """Build the redactor from ``COLLIE_REDACT``: on unless "0", "false", "off" or "no"."""
+    value = environ.get(ENV_VAR, "").strip().lower()
+    return Redactor(enabled=value not in _OFF)

@@ -1,0 +1,477 @@
+"""The phone API's routes: decode, ask the gateway, encode. No business logic here."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Annotated, TypeVar
+from urllib.parse import quote
+
+import msgspec
+from aiohttp import web
+
+from collie_gateway.app import GATEWAY, SETTINGS, json_error
+from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.links import expect
+from collie_gateway.mirror import LinkState
+from collie_gateway.openapi import openapi_document
+from collie_gateway.phonebus import PhoneEvent
+from collie_gateway.strings import Catalogue
+from collie_gateway.views.cards import CardState, TapOutcome, outcome_line
+from collie_gateway.views.chat import LineState, MyLine
+from collie_gateway.views.text import LABEL_LIMIT, TITLE_LIMIT, clean
+from wire.errors import RemoteWireError
+from wire.messages import (
+    WIRE_VERSION,
+    Answer,
+    CommandResult,
+    Id,
+    PlainCommand,
+    SendMessage,
+    StartConversation,
+    Starter,
+    StarterList,
+    TurnCommand,
+)
+
+T = TypeVar("T")
+
+PING_SECONDS = 15.0
+_encoder = msgspec.json.Encoder()
+
+
+def encoded(payload: object, status: int = 200) -> web.Response:
+    """A JSON answer encoded with msgspec."""
+    return web.Response(
+        body=_encoder.encode(payload), status=status, content_type="application/json"
+    )
+
+
+def flag(request: web.Request, name: str) -> bool:
+    """A boolean query parameter: ``true``/``false`` (absent is false).
+
+    Raises:
+        HTTPBadRequest: any other value.
+    """
+    value = request.query.get(name, "false").lower()
+    if value not in ("true", "false", "1", "0"):
+        raise web.HTTPBadRequest(
+            text=_encoder.encode(
+                {"error": "bad_request", "message": f"{name} must be true or false"}
+            ).decode(),
+            content_type="application/json",
+        )
+    return value in ("true", "1")
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness, and how many agents are ready."""
+    gw = request.app[GATEWAY]
+    ready = sum(1 for m in gw.mirrors.values() if m.state is LinkState.READY)
+    return encoded({"ok": True, "agents": len(gw.mirrors), "ready": ready})
+
+
+async def dashboard(request: web.Request) -> web.Response:
+    """D1–D10: the dashboard's sections."""
+    pending_only = flag(request, "pending_only")
+    return encoded(request.app[GATEWAY].dashboard(pending_only=pending_only))
+
+
+async def agent_home(request: web.Request) -> web.Response:
+    """An agent's home header: its state and, when refused for its version, R5's box."""
+    gw = request.app[GATEWAY]
+    name = request.match_info["agent"]
+    mirror = gw.mirrors.get(name)
+    if mirror is None:
+        return json_error(404, "not_found", f"no durable agent named {name!r}")
+    cat = request.app[SETTINGS].catalogue
+    warning = None
+    if mirror.state is LinkState.VERSION_MISMATCH:
+        warning = cat.fmt("version_mismatch", theirs=mirror.wire, ours=WIRE_VERSION)
+    hello = mirror.hello
+    return encoded(
+        {
+            "agent": name,
+            "state": mirror.state.value,
+            "reason": mirror.reason or None,
+            "runtime": hello.runtime if hello else None,
+            "features": list(hello.features) if hello else [],
+            "warning": warning,
+            "conversations": f"/api/v1/agents/{name}/conversations",
+        }
+    )
+
+
+async def events(request: web.Request) -> web.StreamResponse:
+    """The phone's live stream (server-sent events), resumable with ``Last-Event-ID``."""
+    gw = request.app[GATEWAY]
+    last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
+    sub, replay = gw.bus.subscribe(last)
+    resp = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+        }
+    )
+    try:
+        await resp.prepare(request)
+        if replay is None:
+            await resp.write(_frame(PhoneEvent(gw.bus.last_id, "reset", b"{}")))
+        else:
+            for event in replay:
+                await resp.write(_frame(event))
+        while True:
+            if sub.overflowed:
+                await resp.write(_frame(PhoneEvent(gw.bus.last_id, "reset", b"{}")))
+                break
+            try:
+                event = await asyncio.wait_for(sub.queue.get(), PING_SECONDS)
+            except TimeoutError:
+                await resp.write(b": ping\n\n")
+                continue
+            await resp.write(_frame(event))
+    except ConnectionResetError:
+        return resp
+    finally:
+        sub.close()
+    with contextlib.suppress(ConnectionResetError):
+        await resp.write_eof()
+    return resp
+
+
+def _frame(event: PhoneEvent) -> bytes:
+    return b"id: %s\nevent: %s\ndata: %s\n\n" % (
+        event.id.encode(),
+        event.type.encode(),
+        event.data,
+    )
+
+
+async def openapi(request: web.Request) -> web.Response:
+    """The phone API's OpenAPI 3.1 document."""
+    return encoded(openapi_document())
+
+
+# --- bodies the phone sends -----------------------------------------------------------------
+
+
+class PhoneAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """An answer to an ask: the request id, the ask version shown, the answer."""
+
+    request_id: Id
+    version: int
+    answer: Answer
+
+
+class PhoneMessage(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A message or a steer (C4, B1)."""
+
+    request_id: Id
+    text: Annotated[str, msgspec.Meta(min_length=1, max_length=100_000)]
+    steer: bool = False
+    turn: int | None = None
+
+
+class PhoneTurn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Stop or a button: the newest turn the phone saw (B3)."""
+
+    request_id: Id
+    turn: int
+
+
+class PhonePlain(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Close or reopen."""
+
+    request_id: Id
+
+
+class PhoneStart(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A new conversation from a starter (N2)."""
+
+    request_id: Id
+    starter: Id
+
+
+async def body_of(request: web.Request, kind: type[T]) -> T:
+    """Decode the request's JSON body as ``kind``.
+
+    Raises:
+        HTTPBadRequest: not JSON, or not of that shape (the message says what is wrong).
+    """
+    raw = await request.read()
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise web.HTTPBadRequest(
+            text=_encoder.encode({"error": "bad_request", "message": str(exc)}).decode(),
+            content_type="application/json",
+        ) from None
+
+
+def agent_of(request: web.Request) -> str:
+    """The path's agent name.
+
+    Raises:
+        HTTPNotFound: no agent of that name in sources.json.
+    """
+    name = request.match_info["agent"]
+    if name not in request.app[GATEWAY].mirrors:
+        raise web.HTTPNotFound(
+            text=_encoder.encode(
+                {"error": "not_found", "message": f"no durable agent named {name!r}"}
+            ).decode(),
+            content_type="application/json",
+        )
+    return name
+
+
+# --- the list, the chat, commands (L, C, B, N) ---------------------------------------------
+
+
+async def conversation_list(request: web.Request) -> web.Response:
+    """L1–L8: a visit reads the closed rows from the agent; ``poll=true`` never does (L5)."""
+    agent = agent_of(request)
+    chats = request.app[GATEWAY].chats
+    if flag(request, "poll"):
+        return encoded(chats.build(agent))
+    return encoded(await chats.visit(agent))
+
+
+async def closed_page(request: web.Request) -> web.Response:
+    """L6 "Load more": the next 100 closed conversations."""
+    agent = agent_of(request)
+    cursor = request.query.get("cursor", "")
+    if not cursor:
+        return json_error(400, "bad_request", "cursor is required")
+    return encoded(await request.app[GATEWAY].chats.closed_page(agent, cursor))
+
+
+async def chat(request: web.Request) -> web.Response:
+    """C1–C6 with header, bar and cards; ``all_cards=true`` shows every card (A8)."""
+    agent = agent_of(request)
+    gw = request.app[GATEWAY]
+    try:
+        view = await gw.chats.open_chat(
+            agent, request.match_info["conversation"], show_all=flag(request, "all_cards")
+        )
+    except AgentRejected as exc:
+        if exc.status == 404:
+            return json_error(404, "not_found", "no such conversation")
+        return json_error(502, exc.code or "agent_error", str(exc))
+    except AgentUnreachable:
+        cat = request.app[SETTINGS].catalogue
+        return json_error(504, "no_answer", cat["footer_no_answer"])
+    except RemoteWireError as exc:
+        return json_error(502, "agent_error", f"the agent's answer was not wire v1: {exc}")
+    return encoded(view)
+
+
+def _command_answer(result: CommandResult | None, cat: Catalogue, error: str | None) -> object:
+    if result is None:
+        return {"outcome": "uncertain", "message": error}
+    message = cat["moved_on"] if result.outcome == "moved_on" else result.reason
+    return {
+        "outcome": result.outcome,
+        "message": message,
+        "conversation_id": result.conversation_id,
+    }
+
+
+async def _run_command(request: web.Request, agent: str, path: str, body: object) -> web.Response:
+    gw = request.app[GATEWAY]
+    cat = request.app[SETTINGS].catalogue
+    try:
+        result = await gw.command(agent, path, body)
+    except AgentUnreachable as exc:
+        return encoded(_command_answer(None, cat, str(exc)))
+    except AgentRejected as exc:
+        refused = CommandResult(outcome="refused", reason=str(exc))
+        return encoded(_command_answer(refused, cat, None))
+    except RemoteWireError as exc:
+        return encoded(_command_answer(None, cat, str(exc)))
+    return encoded(_command_answer(result, cat, None))
+
+
+def _conv_path(request: web.Request, tail: str) -> str:
+    return "/conversations/" + quote(request.match_info["conversation"], safe="") + tail
+
+
+async def send_message(request: web.Request) -> web.Response:
+    """C4: the person's line, through sending, sent, not confirmed or not sent."""
+    agent = agent_of(request)
+    gw = request.app[GATEWAY]
+    cat = request.app[SETTINGS].catalogue
+    body = await body_of(request, PhoneMessage)
+    conv_id = request.match_info["conversation"]
+    line = MyLine(
+        request_id=body.request_id,
+        text=body.text,
+        sent_at=request.app[SETTINGS].clock(),
+        state=LineState.SENDING,
+        steer=body.steer,
+    )
+    gw.chats.line_sent(agent, conv_id, line)
+    wire_body = SendMessage(
+        request_id=body.request_id, text=body.text, steer=body.steer, turn=body.turn
+    )
+    try:
+        result = await gw.command(agent, _conv_path(request, "/messages"), wire_body)
+        state = LineState.SENT if result.outcome == "accepted" else LineState.NOT_SENT
+        outcome = result.outcome
+        message = cat["moved_on"] if outcome == "moved_on" else result.reason
+    except (AgentUnreachable, RemoteWireError):
+        state, outcome, message = LineState.NOT_CONFIRMED, "uncertain", None
+    except AgentRejected as exc:
+        state, outcome, message = LineState.NOT_SENT, "refused", str(exc)
+    gw.chats.line_state(agent, conv_id, body.request_id, state)
+    labels = {
+        LineState.SENT: cat["chat_sent"],
+        LineState.NOT_CONFIRMED: cat["chat_not_confirmed"],
+        LineState.NOT_SENT: cat["chat_not_sent"],
+    }
+    return encoded(
+        {
+            "outcome": outcome,
+            "line_state": state.value,
+            "label": labels.get(state),
+            "message": message,
+            "composer_text": body.text if state is LineState.NOT_SENT else None,
+        }
+    )
+
+
+async def stop(request: web.Request) -> web.Response:
+    """B1, B3: stop the running turn, if the phone saw the newest turn."""
+    agent = agent_of(request)
+    body = await body_of(request, PhoneTurn)
+    wire_body = TurnCommand(request_id=body.request_id, turn=body.turn)
+    return await _run_command(request, agent, _conv_path(request, "/stop"), wire_body)
+
+
+async def button(request: web.Request) -> web.Response:
+    """B2, B3: press an agent's button."""
+    agent = agent_of(request)
+    body = await body_of(request, PhoneTurn)
+    wire_body = TurnCommand(request_id=body.request_id, turn=body.turn)
+    tail = "/buttons/" + quote(request.match_info["button"], safe="")
+    return await _run_command(request, agent, _conv_path(request, tail), wire_body)
+
+
+async def close_conversation(request: web.Request) -> web.Response:
+    """G2: the pane menu's "Close conversation"."""
+    agent = agent_of(request)
+    body = await body_of(request, PhonePlain)
+    wire_body = PlainCommand(request_id=body.request_id)
+    return await _run_command(request, agent, _conv_path(request, "/close"), wire_body)
+
+
+async def reopen_conversation(request: web.Request) -> web.Response:
+    """L4: "Reopen" on a closed conversation."""
+    agent = agent_of(request)
+    body = await body_of(request, PhonePlain)
+    wire_body = PlainCommand(request_id=body.request_id)
+    return await _run_command(request, agent, _conv_path(request, "/reopen"), wire_body)
+
+
+async def new_page(request: web.Request) -> web.Response:
+    """N1–N3: the New page with the agent's starters, read from the agent."""
+    agent = agent_of(request)
+    gw = request.app[GATEWAY]
+    cat = request.app[SETTINGS].catalogue
+    mirror = gw.mirrors[agent]
+    starters: list[Starter] = []
+    error = None
+    if mirror.hello is not None and mirror.hello.has("starters"):
+        try:
+            fetched = await gw.starters(agent)
+            starters = expect(fetched, StarterList).starters
+        except (AgentUnreachable, AgentRejected, RemoteWireError):
+            error = cat["footer_no_answer"]
+    rows = [
+        {
+            "id": s.id,
+            "label": clean(s.label, LABEL_LIMIT).text,
+            "description": clean(s.description, TITLE_LIMIT).text if s.description else None,
+        }
+        for s in starters
+    ]
+    return encoded(
+        {
+            "title": cat["new_title"],
+            "starters": rows,
+            "empty": cat["no_starters"] if not rows and error is None else None,
+            "error": error,
+        }
+    )
+
+
+async def start_conversation(request: web.Request) -> web.Response:
+    """N2: a starter's tap makes the agent open a new conversation."""
+    agent = agent_of(request)
+    body = await body_of(request, PhoneStart)
+    wire_body = StartConversation(request_id=body.request_id, starter=body.starter)
+    return await _run_command(request, agent, "/conversations", wire_body)
+
+
+# --- answers (A, T, R) -----------------------------------------------------------------------
+
+
+async def answer_ask(request: web.Request) -> web.Response:
+    """T1: one tap, sent at most once whatever the retries; the card's words come back."""
+    agent = agent_of(request)
+    gw = request.app[GATEWAY]
+    body = await body_of(request, PhoneAnswer)
+    result = await gw.answer(
+        agent, request.match_info["ask"], body.request_id, body.version, body.answer
+    )
+    return encoded(await _answer_view(request, result.request_id, result.outcome, result.reason))
+
+
+async def answer_status(request: web.Request) -> web.Response:
+    """The ledger's word on one request id (after a restart, or to poll an uncertain tap)."""
+    gw = request.app[GATEWAY]
+    record = await gw.answering.lookup(request.match_info["request_id"])
+    if record is None:
+        return json_error(404, "not_found", "no answer with that request id")
+    outcome = record.outcome or TapOutcome.UNCERTAIN
+    return encoded(await _answer_view(request, record.tap.request_id, outcome, record.reason))
+
+
+async def _answer_view(
+    request: web.Request, request_id: str, outcome: TapOutcome, reason: str | None
+) -> dict[str, object]:
+    gw = request.app[GATEWAY]
+    record = await gw.answering.lookup(request_id)
+    retry = record is not None and record.attempts > 1
+    state = CardState(outcome=outcome, request_id=request_id, retry=retry, reason=reason)
+    line = outcome_line(state, request.app[SETTINGS].catalogue)
+    return {
+        "request_id": request_id,
+        "outcome": outcome.value,
+        "settled": record.settled if record is not None else True,
+        "card": line,
+    }
+
+
+def add_routes(app: web.Application) -> None:
+    """Register every route of the phone API."""
+    r = app.router
+    r.add_get("/healthz", healthz)
+    r.add_get("/openapi.json", openapi)
+    r.add_get("/api/v1/dashboard", dashboard)
+    r.add_get("/api/v1/events", events)
+    r.add_get("/api/v1/agents/{agent}", agent_home)
+    r.add_get("/api/v1/agents/{agent}/conversations", conversation_list)
+    r.add_post("/api/v1/agents/{agent}/conversations", start_conversation)
+    r.add_get("/api/v1/agents/{agent}/conversations/closed", closed_page)
+    r.add_get("/api/v1/agents/{agent}/conversations/{conversation}", chat)
+    base = "/api/v1/agents/{agent}/conversations/{conversation}"
+    r.add_post(base + "/messages", send_message)
+    r.add_post(base + "/stop", stop)
+    r.add_post(base + "/buttons/{button}", button)
+    r.add_post(base + "/close", close_conversation)
+    r.add_post(base + "/reopen", reopen_conversation)
+    r.add_get("/api/v1/agents/{agent}/new", new_page)
+    r.add_post("/api/v1/agents/{agent}/asks/{ask}/answer", answer_ask)
+    r.add_get("/api/v1/answers/{request_id}", answer_status)

@@ -1,0 +1,65 @@
+"""The gateway's settings: one frozen object, built in ``__main__`` and passed to the app."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from collie_gateway.sources import Source
+from collie_gateway.strings import Catalogue
+
+
+def utc_now() -> datetime:
+    """The real clock, in UTC."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkTiming:
+    """Timeouts and backoff of an agent link (seconds)."""
+
+    connect: float = 5.0
+    request: float = 10.0
+    stream_read: float = 45.0  # three missed 15 s pings (wire/SPEC.md, Events)
+    backoff_first: float = 0.5
+    backoff_cap: float = 30.0
+    version_recheck: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything ``create_app`` needs.
+
+    Usage: ``Settings(sources=load_sources(path), db_path=Path("collie.db"))``.
+    """
+
+    sources: list[Source]
+    db_path: Path
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str | None = None
+    spaces: tuple[str, ...] = ()
+    machine: str = "this machine"
+    catalogue: Catalogue = field(default_factory=Catalogue)
+    timing: LinkTiming = field(default_factory=LinkTiming)
+    clock: Callable[[], datetime] = utc_now
+    phone_ring: int = 10_000  # phone events kept for Last-Event-ID replay
+    redact: bool = True
+
+    @property
+    def needs_token(self) -> bool:
+        """A phone API on anything but loopback requires a bearer token."""
+        return not is_loopback(self.host)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

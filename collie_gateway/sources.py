@@ -1,0 +1,129 @@
+"""``sources.json``: the durable agents a gateway connects to, in dashboard order.
+
+Loading never half-succeeds: any problem is one ``SourcesError`` naming the file, the entry
+and what is wrong, and the gateway does not start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from collie_gateway.errors import SourcesError
+
+_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env"})
+_TOP_KEYS = frozenset({"durable_agents"})
+_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})  # spec D4, literally
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One durable agent: reached through ``socket`` or ``url``, never both."""
+
+    name: str
+    socket: Path | None = None
+    url: str | None = None
+    token: str | None = None
+
+    @property
+    def local(self) -> bool:
+        """Spec D4: a Unix socket, ``http://127.0.0.1`` or ``http://localhost`` is local."""
+        if self.socket is not None:
+            return True
+        parts = urlsplit(self.url or "")
+        return parts.scheme == "http" and (parts.hostname or "") in _LOCAL_HOSTS
+
+    @property
+    def address(self) -> str:
+        """Where the agent is reached, for logs and the API (never the token)."""
+        return str(self.socket) if self.socket is not None else str(self.url)
+
+
+def load_sources(path: Path, environ: Mapping[str, str] | None = None) -> list[Source]:
+    """Read and check ``path``.
+
+    Raises:
+        SourcesError: the file is unreadable, not JSON, or any entry is wrong.
+    """
+    env = os.environ if environ is None else environ
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SourcesError(f"{path}: cannot read the file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise SourcesError(f"{path}: the file is not UTF-8 text") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise SourcesError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    return parse_sources(data, str(path), env)
+
+
+def parse_sources(data: object, where: str, env: Mapping[str, str]) -> list[Source]:
+    """Check already-parsed JSON; ``where`` names the file in errors.
+
+    Raises:
+        SourcesError: as :func:`load_sources`.
+    """
+    if not isinstance(data, dict):
+        raise SourcesError(f'{where}: expected a JSON object with "durable_agents"')
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: durable_agents)")
+    entries = data.get("durable_agents", [])
+    if not isinstance(entries, list):
+        raise SourcesError(f'{where}: "durable_agents" must be a list')
+    sources: list[Source] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(entries, start=1):
+        source = _entry(entry, f"{where}: entry {index}", env)
+        if source.name in seen:
+            raise SourcesError(
+                f"{where}: entry {index} ({source.name!r}): duplicate name {source.name!r}"
+            )
+        seen.add(source.name)
+        sources.append(source)
+    return sources
+
+
+def _entry(entry: object, where: str, env: Mapping[str, str]) -> Source:
+    if not isinstance(entry, dict):
+        raise SourcesError(f"{where}: expected an object")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise SourcesError(f'{where}: "name" is required and must be a non-empty string')
+    if len(name) > 100 or "/" in name:
+        raise SourcesError(f"{where} ({name!r}): a name has at most 100 characters and no '/'")
+    where = f"{where} ({name!r})"
+    unknown = sorted(set(entry) - _ENTRY_KEYS)
+    if unknown:
+        raise SourcesError(
+            f"{where}: unknown key {unknown[0]!r} (known: name, socket, url, token_env)"
+        )
+    socket, url = entry.get("socket"), entry.get("url")
+    if (socket is None) == (url is None):
+        raise SourcesError(f'{where}: give exactly one of "socket" or "url", not both or neither')
+    token: str | None = None
+    token_env = entry.get("token_env")
+    if token_env is not None:
+        if not isinstance(token_env, str) or not token_env:
+            raise SourcesError(f'{where}: "token_env" must be the name of a variable')
+        token = env.get(token_env)
+        if not token:
+            raise SourcesError(f"{where}: the token variable {token_env} is not set or empty")
+    if socket is not None:
+        if not isinstance(socket, str) or not socket:
+            raise SourcesError(f'{where}: "socket" must be a path')
+        return Source(name=name, socket=Path(socket).expanduser(), token=token)
+    if not isinstance(url, str):
+        raise SourcesError(f'{where}: "url" must be a string')
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SourcesError(f"{where}: url {url!r} must be http:// or https:// with a host")
+    return Source(name=name, url=url.rstrip("/"), token=token)

@@ -1,0 +1,261 @@
+"""The SQLite store: schema, migrations, and the serialized writer.
+
+One aiosqlite connection, WAL. Every write goes through ``Store.write`` (one lock): coroutines
+sharing an aiosqlite connection would otherwise interleave their transactions.
+The mirror of open conversations is flushed in batches: each flush writes the dirty
+conversations and the agent's last event id in one transaction, so after a crash the link
+resumes from an event id that matches what was stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import msgspec
+
+from collie_gateway.mirror import AgentMirror, LinkState
+from wire.messages import Conversation, Hello
+
+log = logging.getLogger(__name__)
+
+# Each entry migrates from version i to i + 1 (PRAGMA user_version).
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE agents (
+        name TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        hello BLOB,
+        wire INTEGER,
+        last_event_id TEXT
+    );
+    CREATE TABLE conversations (
+        agent TEXT NOT NULL,
+        id TEXT NOT NULL,
+        body BLOB NOT NULL,
+        PRIMARY KEY (agent, id)
+    ) WITHOUT ROWID;
+    """,
+    """
+    CREATE TABLE answers (
+        request_id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        ask_id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        answer BLOB NOT NULL,
+        attempts INTEGER NOT NULL,
+        settled INTEGER NOT NULL,
+        outcome TEXT,
+        reason TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX answers_pending ON answers(agent) WHERE settled = 0;
+    CREATE INDEX answers_ask ON answers(agent, ask_id);
+    CREATE TABLE claims (
+        agent TEXT NOT NULL,
+        ask_id TEXT NOT NULL,
+        request_id TEXT NOT NULL,
+        PRIMARY KEY (agent, ask_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE notes (
+        agent TEXT NOT NULL,
+        conversation TEXT NOT NULL,
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        text TEXT NOT NULL,
+        at TEXT NOT NULL,
+        after_item TEXT,
+        PRIMARY KEY (agent, conversation, key)
+    ) WITHOUT ROWID;
+    """,
+)
+
+_conv_decoder = msgspec.json.Decoder(Conversation)
+_hello_decoder = msgspec.json.Decoder(Hello)
+_encoder = msgspec.json.Encoder()
+
+
+class Store:
+    """The gateway's SQLite file. Open with ``await Store.open(path)``; close with ``close``."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        self.db = db
+        self.path = path
+        self._lock = asyncio.Lock()
+        self._dirty: dict[str, set[str]] = {}
+        self._dirty_agents: set[str] = set()
+        self._mirrors: dict[str, AgentMirror] = {}
+        self._flush_wanted = asyncio.Event()
+        self._flusher: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def open(cls, path: Path) -> Store:
+        """Open (creating and migrating as needed) the store at ``path``."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(path, isolation_level=None)
+        store = cls(db, path)
+        try:
+            await store._setup()
+        except BaseException:
+            await db.close()
+            raise
+        return store
+
+    async def _setup(self) -> None:
+        await self.db.execute("PRAGMA journal_mode=WAL")
+        await self.db.execute("PRAGMA synchronous=NORMAL")
+        await self.db.execute("PRAGMA busy_timeout=5000")
+        async with self.db.execute("PRAGMA user_version") as cur:
+            row = await cur.fetchone()
+        version = int(row[0]) if row else 0
+        if version > len(MIGRATIONS):
+            raise RuntimeError(
+                f"{self.path}: schema version {version} is newer than this gateway knows "
+                f"({len(MIGRATIONS)}); update the gateway"
+            )
+        for index in range(version, len(MIGRATIONS)):
+            async with self.write() as db:
+                await db.executescript(
+                    "BEGIN IMMEDIATE;"
+                    + MIGRATIONS[index]
+                    + f"PRAGMA user_version={index + 1}; COMMIT;"
+                )
+
+    async def close(self) -> None:
+        """Flush what is pending and close the file."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
+        await self.flush()
+        await self.db.close()
+
+    @contextlib.asynccontextmanager
+    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """Hold the one writer; the caller runs its own BEGIN/COMMIT (or a script)."""
+        async with self._lock:
+            yield self.db
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction under the writer lock: committed, or rolled back on error."""
+        async with self._lock:
+            await self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                await self.db.execute("ROLLBACK")
+                raise
+            await self.db.execute("COMMIT")
+
+    # --- the mirror ---------------------------------------------------------------------
+
+    async def load_mirrors(self, names: Iterable[str]) -> dict[str, AgentMirror]:
+        """The last stored mirror of each named agent; state ``STARTING`` until its link runs."""
+        mirrors = {name: AgentMirror(name=name) for name in names}
+        async with self.db.execute("SELECT name, hello, wire, last_event_id FROM agents") as cur:
+            async for name, hello, wire, last in cur:
+                mirror = mirrors.get(name)
+                if mirror is None:
+                    continue
+                mirror.hello = _hello_decoder.decode(hello) if hello else None
+                mirror.wire = wire
+                mirror.last_event_id = last
+        async with self.db.execute("SELECT agent, body FROM conversations") as cur:
+            async for agent, body in cur:
+                mirror = mirrors.get(agent)
+                if mirror is not None:
+                    mirror.put(_conv_decoder.decode(body))
+        self._mirrors = mirrors
+        return mirrors
+
+    def mark(self, agent: str, conversation_id: str | None = None) -> None:
+        """Note that ``agent`` (and one of its conversations) changed; a flush follows."""
+        self._dirty_agents.add(agent)
+        if conversation_id is not None:
+            self._dirty.setdefault(agent, set()).add(conversation_id)
+        self._flush_wanted.set()
+
+    def mark_all(self, agent: str) -> None:
+        """Note that every conversation of ``agent`` may have changed (a new snapshot)."""
+        self._dirty[agent] = {"*"}
+        self.mark(agent)
+
+    def start_flusher(self, interval: float = 0.05) -> None:
+        """Flush marked changes in the background, at most every ``interval`` seconds."""
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush_loop(interval), name="store-flush")
+
+    async def _flush_loop(self, interval: float) -> None:
+        while True:
+            await self._flush_wanted.wait()
+            await asyncio.sleep(interval)
+            try:
+                await self.flush()
+            except (aiosqlite.Error, OSError):
+                log.exception("store flush failed; will retry")
+                await asyncio.sleep(1.0)
+
+    async def flush(self) -> None:
+        """Write every marked change now, one transaction."""
+        self._flush_wanted.clear()
+        if not self._dirty_agents:
+            return
+        agents, self._dirty_agents = self._dirty_agents, set()
+        dirty, self._dirty = self._dirty, {}
+        # Snapshot the rows synchronously so the transaction matches one moment of the mirror.
+        agent_rows: list[tuple[Any, ...]] = []
+        wipe: list[str] = []
+        puts: list[tuple[str, str, bytes]] = []
+        deletes: list[tuple[str, str]] = []
+        for name in agents:
+            mirror = self._mirrors.get(name)
+            if mirror is None:
+                continue
+            agent_rows.append(
+                (
+                    name,
+                    mirror.state.value,
+                    mirror.reason,
+                    _encoder.encode(mirror.hello) if mirror.hello else None,
+                    mirror.wire,
+                    mirror.last_event_id,
+                )
+            )
+            ids = dirty.get(name, set())
+            if "*" in ids:
+                wipe.append(name)
+                ids = set(mirror.conversations)
+            for cid in ids:
+                conv = mirror.conversations.get(cid)
+                if conv is None:
+                    deletes.append((name, cid))
+                else:
+                    puts.append((name, cid, _encoder.encode(conv)))
+        async with self.transaction() as db:
+            await db.executemany(
+                "INSERT INTO agents(name, state, reason, hello, wire, last_event_id) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET state=excluded.state,"
+                " reason=excluded.reason, hello=excluded.hello, wire=excluded.wire,"
+                " last_event_id=excluded.last_event_id",
+                agent_rows,
+            )
+            await db.executemany("DELETE FROM conversations WHERE agent = ?", [(n,) for n in wipe])
+            await db.executemany("DELETE FROM conversations WHERE agent = ? AND id = ?", deletes)
+            await db.executemany(
+                "INSERT OR REPLACE INTO conversations(agent, id, body) VALUES (?, ?, ?)", puts
+            )
+
+    async def stored_state(self, agent: str) -> LinkState | None:
+        """The link state last written for ``agent`` (for tests and diagnostics)."""
+        async with self.db.execute("SELECT state FROM agents WHERE name = ?", (agent,)) as cur:
+            row = await cur.fetchone()
+        return LinkState(row[0]) if row else None

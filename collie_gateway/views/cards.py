@@ -1,0 +1,471 @@
+"""Ask cards: a wire ``Ask`` as the phone draws it (spec A1–A8, T1, R1, R2).
+
+Pure: no I/O, ``now`` is passed in. Every string is the catalogue's, or the agent's own
+text cleaned by :mod:`collie_gateway.views.text`. An ask is shown whole or not answerable:
+never with an option or a field left out (A7), except "Always allow" where A5/A6 forbid it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from enum import StrEnum
+from typing import Final
+
+from msgspec import Struct
+
+from collie_gateway.strings import Catalogue
+from collie_gateway.views.clock import as_utc, expires_label
+from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, Redact, clean
+from wire.messages import Ask, FormField, Option
+
+MAX_PERMISSION_OPTIONS: Final = 6  # spec A4
+MAX_CHOICE_OPTIONS: Final = 8  # spec A4
+MAX_FORM_FIELDS: Final = 6  # spec A4
+MAX_SELECT_OPTIONS: Final = 20  # ours: a select is a list the person scrolls, not a page
+TEXT_DEFAULT_LIMIT: Final = 500  # spec A4
+TEXT_MAX_LIMIT: Final = 2000  # spec A4
+FIRST_CARDS: Final = 5  # spec A8
+
+ROLE_KEYS: Final[Mapping[str, str]] = {
+    "allow": "role_allow",
+    "always": "role_always",
+    "deny": "role_deny",
+    "cancel": "role_cancel",
+}
+FIELD_KINDS: Final = ("text", "select", "switch")
+
+
+# --- what the last tap came to (input) ------------------------------------------------------
+
+
+class TapOutcome(StrEnum):
+    """How a tap's answer ended (spec T1). The first six are the wire's reply outcomes."""
+
+    ACCEPTED = "accepted"
+    DECIDED = "decided"
+    EXPIRED = "expired"
+    ANSWERED = "answered"
+    NOT_OPEN = "not_open"
+    CHANGED = "changed"
+    UNCERTAIN = "uncertain"  # no answer from the agent: the reply may not have arrived
+    REFUSED = "refused"  # Collie refused the answer
+    OLDER_COLLIE = "older_collie"  # the agent's machine cannot take answers given here
+
+
+class CardState(Struct, frozen=True, kw_only=True):
+    """The last tap on a card: its outcome, its request id, whether it was a Retry, and the
+    reason given with a ``refused`` or ``not_open`` outcome."""
+
+    outcome: TapOutcome
+    request_id: str
+    retry: bool = False
+    reason: str | None = None
+
+
+# --- the card (output) ----------------------------------------------------------------------
+
+
+class PermissionButton(Struct, frozen=True, kw_only=True):
+    """One option of a permission ask: Collie's wording, the agent's label muted below it.
+    Only the ``always`` button has ``confirm_label`` and ``tool_name`` (its second tap, A5)."""
+
+    option_id: str
+    role: str
+    label: str
+    secondary: str | None = None
+    confirm_label: str | None = None
+    tool_name: str | None = None
+
+
+class ChoiceRow(Struct, frozen=True, kw_only=True):
+    """One option of a choice ask or of a form's select field."""
+
+    option_id: str
+    label: str
+
+
+class TextInput(Struct, frozen=True, kw_only=True):
+    """A text line with its counter: ``counter`` for the empty line ("0 of 500") and
+    ``counter_template`` for the phone to fill in as the person types ("{n} of 500")."""
+
+    limit: int
+    counter: str
+    counter_template: str
+
+
+class FieldView(Struct, frozen=True, kw_only=True):
+    """One form field: ``input`` for a text line, ``options`` for a select, neither for a
+    switch."""
+
+    field_id: str
+    kind: str
+    label: str
+    required: bool
+    required_label: str | None = None
+    input: TextInput | None = None
+    options: list[ChoiceRow] = []
+
+
+class Body(Struct, frozen=True, kw_only=True, tag_field="kind"):
+    """What a card offers to answer with, by ask kind."""
+
+
+class PermissionBody(Body, frozen=True, kw_only=True, tag="permission"):
+    """One button per option."""
+
+    buttons: list[PermissionButton]
+
+
+class ChoiceBody(Body, frozen=True, kw_only=True, tag="choice"):
+    """One row per option. With ``multiple`` rows toggle under ``hint`` and ``send`` sends."""
+
+    rows: list[ChoiceRow]
+    multiple: bool
+    hint: str | None = None
+    send: str | None = None
+
+
+class TextBody(Body, frozen=True, kw_only=True, tag="text"):
+    """One text line and Send."""
+
+    input: TextInput
+    send: str
+
+
+class FormBody(Body, frozen=True, kw_only=True, tag="form"):
+    """Fields in a column under one Send."""
+
+    fields: list[FieldView]
+    send: str
+
+
+class OutcomeLine(Struct, frozen=True, kw_only=True):
+    """What the card says after a tap (spec T1, R2). ``closed``: the card goes away now;
+    ``frozen``: its answers no longer tap; ``retry_label``: a Retry button that sends
+    ``request_id`` again."""
+
+    outcome: str
+    request_id: str
+    line: str | None
+    closed: bool
+    frozen: bool
+    retry_label: str | None = None
+
+
+class Card(Struct, frozen=True, kw_only=True):
+    """One ask as the phone draws it. ``tool_call_id`` is the tool call it sits under (A1);
+    ``body`` is None exactly when the ask cannot be answered from the phone (A7)."""
+
+    ask_id: str
+    version: int
+    kind: str
+    tool_call_id: str | None
+    caption: str
+    title: str
+    text: str
+    deadline: datetime | None
+    deadline_label: str | None
+    answerable: bool
+    notices: list[str]
+    body: Body | None
+    outcome: OutcomeLine | None = None
+
+
+class MoreRow(Struct, frozen=True, kw_only=True):
+    """The row "Show N more" under the first cards (spec A8)."""
+
+    label: str
+    count: int
+
+
+class CardList(Struct, frozen=True, kw_only=True):
+    """A conversation's cards, and the "Show N more" row when some are held back."""
+
+    cards: list[Card]
+    more: MoreRow | None = None
+
+
+# --- building -------------------------------------------------------------------------------
+
+
+class _Cleaner:
+    """Cleans the agent's strings and remembers whether any was cut or cleaned."""
+
+    def __init__(self, redact: Redact | None) -> None:
+        self.redact = redact
+        self.shortened = False
+
+    def __call__(self, text: str, limit: int, *, multiline: bool = False) -> str:
+        cleaned = clean(text, limit, multiline=multiline, redact=self.redact)
+        self.shortened = self.shortened or cleaned.shortened
+        return cleaned.text
+
+
+def build_card(
+    ask: Ask,
+    *,
+    agent_name: str,
+    now: datetime,
+    catalogue: Catalogue,
+    answer_state: CardState | None = None,
+    redact: Redact | None = None,
+) -> Card:
+    """The card for ``ask``; ``answer_state`` is the last tap on it, if any."""
+    cleaner = _Cleaner(redact)
+    title = cleaner(ask.title, TITLE_LIMIT)
+    text = cleaner(ask.text, TEXT_LIMIT, multiline=True)
+    shortened = cleaner.shortened
+    body = _body(ask, cleaner, catalogue) if _fits(ask) else None
+    if body is not None:
+        shortened = cleaner.shortened  # its labels are shown too
+    notices = [catalogue["text_shortened"]] if shortened else []
+    if body is None:
+        notices.append(catalogue["cannot_answer"])
+    outcome = None if answer_state is None else _outcome(answer_state, catalogue, redact)
+    deadline = None if ask.deadline is None else as_utc(ask.deadline)
+    return Card(
+        ask_id=ask.id,
+        version=ask.version,
+        kind=clean(ask.kind, LABEL_LIMIT).text,
+        tool_call_id=ask.tool.call_id if ask.tool is not None else None,
+        caption=catalogue.fmt("card_caption", agent=clean(agent_name, LABEL_LIMIT).text),
+        title=title,
+        text=text,
+        deadline=deadline,
+        deadline_label=None if deadline is None else expires_label(deadline, now, catalogue),
+        answerable=body is not None and not (outcome is not None and outcome.frozen),
+        notices=notices,
+        body=body,
+        outcome=outcome,
+    )
+
+
+def build_cards(
+    asks: Iterable[Ask],
+    *,
+    agent_name: str,
+    now: datetime,
+    catalogue: Catalogue,
+    states: Mapping[str, CardState] | None = None,
+    show_all: bool = False,
+    redact: Redact | None = None,
+) -> CardList:
+    """A conversation's asks in the agent's order: the first 5 as cards and a "Show N more"
+    row for the rest (spec A8), or all of them with ``show_all``. ``states`` maps an ask id
+    to its last tap; an accepted ask's card has closed (T1) and is left out."""
+    states = states or {}
+    cards: list[Card] = []
+    held_back = 0
+    for ask in asks:
+        state = states.get(ask.id)
+        if state is not None and state.outcome == TapOutcome.ACCEPTED:
+            continue
+        if show_all or len(cards) < FIRST_CARDS:
+            cards.append(
+                build_card(
+                    ask,
+                    agent_name=agent_name,
+                    now=now,
+                    catalogue=catalogue,
+                    answer_state=state,
+                    redact=redact,
+                )
+            )
+        else:
+            held_back += 1
+    if not held_back:
+        return CardList(cards=cards)
+    more = MoreRow(label=catalogue.fmt("show_more", n=held_back), count=held_back)
+    return CardList(cards=cards, more=more)
+
+
+def _fits(ask: Ask) -> bool:
+    """Whether the phone can show every option and field of ``ask`` (A4, A7)."""
+    match ask.kind:
+        case "permission":
+            return _options_fit(ask.options, MAX_PERMISSION_OPTIONS) and all(
+                option.role in ROLE_KEYS for option in ask.options
+            )
+        case "choice":
+            return _options_fit(ask.options, MAX_CHOICE_OPTIONS)
+        case "text":
+            return True
+        case "form":
+            return (
+                0 < len(ask.fields) <= MAX_FORM_FIELDS
+                and _unique(field.id for field in ask.fields)
+                and all(_field_fits(field) for field in ask.fields)
+            )
+        case _:
+            return False
+
+
+def _field_fits(field: FormField) -> bool:
+    if field.kind not in FIELD_KINDS:
+        return False
+    return field.kind != "select" or _options_fit(field.options, MAX_SELECT_OPTIONS)
+
+
+def _options_fit(options: list[Option], most: int) -> bool:
+    return 0 < len(options) <= most and _unique(option.id for option in options)
+
+
+def _unique(ids: Iterable[str]) -> bool:
+    seen: set[str] = set()
+    for one in ids:
+        if one in seen:
+            return False
+        seen.add(one)
+    return True
+
+
+def _body(ask: Ask, cleaner: _Cleaner, catalogue: Catalogue) -> Body | None:
+    """The answering part of a card that fits; None when it has nothing left to tap."""
+    match ask.kind:
+        case "permission":
+            return _permission(ask, cleaner, catalogue)
+        case "choice":
+            return _choice(ask, cleaner, catalogue)
+        case "text":
+            return TextBody(input=_text_input(ask.max_length, catalogue), send=catalogue["send"])
+        case _:
+            return _form(ask, cleaner, catalogue)
+
+
+def _permission(ask: Ask, cleaner: _Cleaner, catalogue: Catalogue) -> PermissionBody | None:
+    labels = [cleaner(option.label, LABEL_LIMIT) for option in ask.options]
+    has_always = any(option.role == "always" for option in ask.options)
+    # The tool's name is shown only on the always button's second tap, so only then is it text
+    # the person must see whole.
+    tool = cleaner(ask.tool.name, LABEL_LIMIT) if ask.tool is not None and has_always else ""
+    offer_always = bool(tool.strip()) and not cleaner.shortened  # A5, A6
+    buttons = [
+        PermissionButton(
+            option_id=option.id,
+            role=str(option.role),
+            label=catalogue[ROLE_KEYS[str(option.role)]],
+            secondary=label if label.strip() else None,
+            confirm_label=catalogue["always_confirm"] if option.role == "always" else None,
+            tool_name=tool if option.role == "always" else None,
+        )
+        for option, label in zip(ask.options, labels, strict=True)
+        if option.role != "always" or offer_always
+    ]
+    return PermissionBody(buttons=buttons) if buttons else None
+
+
+def _choice(ask: Ask, cleaner: _Cleaner, catalogue: Catalogue) -> ChoiceBody | None:
+    rows = _rows(ask.options, cleaner)
+    if rows is None:
+        return None
+    if ask.multiple:
+        return ChoiceBody(
+            rows=rows, multiple=True, hint=catalogue["pick_any"], send=catalogue["send"]
+        )
+    return ChoiceBody(rows=rows, multiple=False)
+
+
+def _form(ask: Ask, cleaner: _Cleaner, catalogue: Catalogue) -> FormBody | None:
+    fields: list[FieldView] = []
+    for field in ask.fields:
+        label = cleaner(field.label, LABEL_LIMIT)
+        if not label.strip():
+            return None
+        options: list[ChoiceRow] = []
+        if field.kind == "select":
+            rows = _rows(field.options, cleaner)
+            if rows is None:
+                return None
+            options = rows
+        fields.append(
+            FieldView(
+                field_id=field.id,
+                kind=field.kind,
+                label=label,
+                required=field.required,
+                required_label=catalogue["required"] if field.required else None,
+                input=_text_input(field.max_length, catalogue) if field.kind == "text" else None,
+                options=options,
+            )
+        )
+    return FormBody(fields=fields, send=catalogue["send"])
+
+
+def _rows(options: list[Option], cleaner: _Cleaner) -> list[ChoiceRow] | None:
+    """Rows for ``options``; None when one would read blank, for then it cannot be told
+    apart."""
+    rows = [
+        ChoiceRow(option_id=option.id, label=cleaner(option.label, LABEL_LIMIT))
+        for option in options
+    ]
+    return rows if all(row.label.strip() for row in rows) else None
+
+
+def _text_input(max_length: int | None, catalogue: Catalogue) -> TextInput:
+    limit = min(max_length or TEXT_DEFAULT_LIMIT, TEXT_MAX_LIMIT)  # A4
+    return TextInput(
+        limit=limit,
+        counter=catalogue.fmt("text_counter", n=0, limit=limit),
+        counter_template=catalogue.fmt("text_counter", n="{n}", limit=limit),
+    )
+
+
+# Catalogue keys of T1's rows, by outcome.
+_LINES: Final[Mapping[TapOutcome, str]] = {
+    TapOutcome.DECIDED: "t_decided",
+    TapOutcome.EXPIRED: "t_expired",
+    TapOutcome.ANSWERED: "t_answered",
+    TapOutcome.NOT_OPEN: "t_not_open",
+    TapOutcome.CHANGED: "t_changed",
+    TapOutcome.UNCERTAIN: "t_uncertain",
+    TapOutcome.REFUSED: "t_refused",
+    TapOutcome.OLDER_COLLIE: "t_older_collie",
+}
+# A retry that finds the ask closed or changed cannot tell whether its first send landed.
+_CLOSED_OR_CHANGED: Final = frozenset(
+    {
+        TapOutcome.DECIDED,
+        TapOutcome.EXPIRED,
+        TapOutcome.ANSWERED,
+        TapOutcome.NOT_OPEN,
+        TapOutcome.CHANGED,
+    }
+)
+# Outcomes after which the ask is still open to a new tap: read the new text (changed), or
+# read Collie's reason and answer otherwise (refused; nothing reached the agent).
+_STILL_OPEN: Final = frozenset({TapOutcome.CHANGED, TapOutcome.REFUSED})
+
+
+def _outcome(state: CardState, catalogue: Catalogue, redact: Redact | None) -> OutcomeLine:
+    """The line a card shows after a tap (spec T1; R2's frozen card)."""
+    outcome = TapOutcome(state.outcome)
+    if outcome is TapOutcome.ACCEPTED:
+        return OutcomeLine(
+            outcome=outcome, request_id=state.request_id, line=None, closed=True, frozen=True
+        )
+    reason = clean(state.reason or "", TITLE_LIMIT, redact=redact).text.strip()
+    if state.retry and outcome in _CLOSED_OR_CHANGED:
+        line = catalogue["t_maybe_applied"]
+        frozen = True
+    else:
+        if reason and outcome in (TapOutcome.REFUSED, TapOutcome.NOT_OPEN):
+            line = reason
+        else:
+            line = catalogue[_LINES[outcome]]
+        frozen = outcome not in _STILL_OPEN
+    return OutcomeLine(
+        outcome=outcome,
+        request_id=state.request_id,
+        line=line,
+        closed=False,
+        frozen=frozen,
+        retry_label=catalogue["t_retry"] if outcome is TapOutcome.UNCERTAIN else None,
+    )
+
+
+def outcome_line(
+    state: CardState, catalogue: Catalogue, redact: Redact | None = None
+) -> OutcomeLine:
+    """What a card says after the tap ``state`` (spec T1, R2), for the answer's response."""
+    return _outcome(state, catalogue, redact)

@@ -1,0 +1,251 @@
+"""A conversation's chat (spec C1–C6, R3, A1, A8) with its header and bar. Pure."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from msgspec import Struct
+
+from collie_gateway.markdown import render, safe_link
+from collie_gateway.strings import Catalogue
+from collie_gateway.views.bar import Bar, Header, Menu, build_bar, build_header, build_menu
+from collie_gateway.views.cards import CardList, CardState, build_cards
+from collie_gateway.views.clock import as_utc
+from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, clean
+from wire.messages import Conversation, Item
+
+ECHO_WINDOW = timedelta(seconds=30)  # spec C5: match by text within 30 s
+LINE_LIFETIME = timedelta(minutes=10)  # spec C5: an unechoed line stops showing
+CHAT_TEXT_LIMIT = 200_000  # ours: what one chat item shows at most
+
+
+class LineState(enum.StrEnum):
+    """The person's own line (spec C4)."""
+
+    SENDING = "sending"
+    SENT = "sent"
+    NOT_CONFIRMED = "not_confirmed"
+    NOT_SENT = "not_sent"
+
+
+@dataclass(frozen=True, slots=True)
+class MyLine:
+    """A line the person sent that the agent has not echoed yet."""
+
+    request_id: str
+    text: str
+    sent_at: datetime
+    state: LineState
+    steer: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A line the gateway adds: a receipt (R3) or the "stopped" note (C3)."""
+
+    kind: str  # "receipt" | "stopped"
+    text: str
+    at: datetime
+    after_item: str | None  # the item it follows (None: before every item)
+
+
+class ChatLine(Struct, kw_only=True, omit_defaults=True):
+    """One line of the chat."""
+
+    kind: str
+    id: str
+    text: str | None = None
+    html: str | None = None
+    final: bool = True
+    cursor: bool = False
+    at: datetime | None = None
+    language: str | None = None
+    url: str | None = None
+    label: str | None = None
+    tool: str | None = None
+    status: str | None = None
+    output: str | None = None
+    mine: bool = False
+    clock: bool = False
+    state: str | None = None
+    state_label: str | None = None
+    request_id: str | None = None
+
+
+class Composer(Struct, kw_only=True):
+    """The composer: "Sent" once the agent took the last message; text given back on refusal."""
+
+    status: str | None = None
+    text: str | None = None
+
+
+class Chat(Struct, kw_only=True):
+    """``GET /api/v1/agents/{agent}/conversations/{id}``."""
+
+    agent: str
+    conversation_id: str
+    read_only: bool
+    header: Header
+    lines: list[ChatLine]
+    cards: CardList
+    bar: Bar | None
+    menu: Menu | None
+    dots: bool
+    composer: Composer
+    turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChatContext:
+    """What the chat needs besides the conversation."""
+
+    agent: str
+    features: Collection[str]
+    catalogue: Catalogue
+    now: datetime
+    redact: Callable[[str], str] | None = None
+
+
+def match_echo(lines: Iterable[MyLine], item: Item) -> MyLine | None:
+    """The pending line a user item echoes: by request id, else by text within 30 s (C5)."""
+    pending = list(lines)
+    if item.request_id is not None:
+        return next((m for m in pending if m.request_id == item.request_id), None)
+    at = as_utc(item.at) if item.at is not None else None
+    for mine in pending:
+        if mine.text != item.text:
+            continue
+        if at is None or abs(at - as_utc(mine.sent_at)) <= ECHO_WINDOW:
+            return mine
+    return None
+
+
+def item_line(item: Item, catalogue: Catalogue) -> ChatLine:
+    """One agent item as the chat shows it (C2, C3)."""
+    writing = not item.final
+    text = clean(item.text, CHAT_TEXT_LIMIT, multiline=True).text
+    line = ChatLine(
+        kind=item.kind,
+        id=item.id,
+        final=item.final,
+        cursor=writing and item.kind in ("reply", "thinking", "notice", "markdown"),
+        at=None if writing or item.at is None else as_utc(item.at),
+        mine=item.kind == "user",
+        request_id=item.request_id,
+    )
+    match item.kind:
+        case "markdown":
+            line.html = render(text)
+        case "code":
+            line.text = text
+            line.language = clean(item.language, LABEL_LIMIT).text if item.language else None
+        case "link":
+            url = safe_link(item.url or "")
+            line.url = url
+            shown = item.label or item.url or ""
+            line.label = clean(shown, TITLE_LIMIT).text
+        case "tool":
+            line.tool = clean(item.name or "", LABEL_LIMIT).text
+            line.status = item.status
+            if item.output is not None:
+                line.output = clean(item.output, TEXT_LIMIT, multiline=True).text
+            line.text = text or None
+        case _:
+            line.text = text
+    return line
+
+
+def my_line(mine: MyLine, catalogue: Catalogue) -> ChatLine:
+    """The person's own line with its clock or state words (C4)."""
+    label = {
+        LineState.NOT_CONFIRMED: catalogue["chat_not_confirmed"],
+        LineState.NOT_SENT: catalogue["chat_not_sent"],
+    }.get(mine.state)
+    return ChatLine(
+        kind="user",
+        id=f"pending:{mine.request_id}",
+        text=mine.text,
+        mine=True,
+        clock=mine.state in (LineState.SENDING, LineState.SENT),
+        state=mine.state.value,
+        state_label=label,
+        request_id=mine.request_id,
+    )
+
+
+def build_chat(
+    conv: Conversation,
+    items: list[Item],
+    notes: list[Note],
+    mine: list[MyLine],
+    answer_states: Mapping[str, CardState],
+    ctx: ChatContext,
+) -> Chat:
+    """The chat: items in order with notes placed after their item, then the person's
+    pending lines; cards (first five, A8), header, bar, dots and composer."""
+    cat = ctx.catalogue
+    read_only = conv.state == "closed"
+    lines: list[ChatLine] = []
+    by_item: dict[str | None, list[Note]] = {}
+    for note in notes:
+        by_item.setdefault(note.after_item, []).append(note)
+    lines.extend(_note_lines(by_item.pop(None, [])))
+    for item in items:
+        lines.append(item_line(item, cat))
+        lines.extend(_note_lines(by_item.pop(item.id, [])))
+    for rest in by_item.values():
+        lines.extend(_note_lines(rest))
+    visible = [m for m in mine if ctx.now - as_utc(m.sent_at) < LINE_LIFETIME]
+    lines.extend(my_line(m, cat) for m in visible)
+    composer = Composer()
+    if visible:
+        last = visible[-1]
+        if last.state is LineState.SENT:
+            composer.status = cat["chat_sent"]
+        elif last.state is LineState.NOT_SENT:
+            composer.text = last.text
+    newest = lines[-1] if lines else None
+    dots = (
+        not read_only
+        and newest is not None
+        and newest.mine
+        and newest.state != LineState.NOT_SENT.value
+    )
+    cards = build_cards(
+        conv.asks if not read_only else [],
+        agent_name=ctx.agent,
+        now=ctx.now,
+        catalogue=cat,
+        states=answer_states,
+        redact=ctx.redact,
+    )
+    return Chat(
+        agent=ctx.agent,
+        conversation_id=conv.id,
+        read_only=read_only,
+        header=build_header(conv, ctx.features, cat, redact=ctx.redact),
+        lines=lines,
+        cards=cards,
+        bar=None if read_only else build_bar(conv, ctx.features, cat),
+        menu=build_menu(conv, ctx.features, cat),
+        dots=dots,
+        composer=composer,
+        turn=conv.turn,
+    )
+
+
+def _note_lines(notes: list[Note]) -> list[ChatLine]:
+    """The lines of the notes after one item. An id names the item, the note's place after
+    it and its time, so it is unique in the chat and stays the same as notes are added."""
+    return [
+        ChatLine(
+            kind=n.kind,
+            id=f"{n.kind}:{n.after_item or ''}:{index}:{n.at.isoformat()}",
+            text=n.text,
+            at=n.at,
+        )
+        for index, n in enumerate(notes)
+    ]

@@ -1,0 +1,102 @@
+"""Make an agent's text safe to show: drop what can hide or reorder text, then cut (spec A6).
+
+Pure: no I/O. The limits are ours: the spec sets none for what the agent shows.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from typing import Final, NamedTuple
+
+# Ours: how many characters each place on the phone shows, the "…" included.
+TITLE_LIMIT: Final = 200
+TEXT_LIMIT: Final = 2000
+LABEL_LIMIT: Final = 80  # option labels, field labels, progress labels, the tool name
+
+ELLIPSIS: Final = "…"
+
+Redact = Callable[[str], str]
+
+# Line breaks become "\n" (multi-line) or a space (single-line); nothing is lost, so this is
+# not "cleaning" in the A6 sense.
+_BREAKS: Final = re.compile(r"\r\n|[\r\n\v\f\x85\u2028\u2029]")
+
+# Invisible characters that can hide, join or reorder text: C0 and C1 controls and DEL (but
+# "\t" and "\n", which line breaks were turned into), bidi embeddings, overrides, isolates and
+# marks, zero-width space, word joiner, BOM, and ours: the Mongolian vowel separator, the
+# invisible math operators, tag characters ("ASCII smuggling"), lone surrogates (not even
+# encodable as JSON).
+_DROP: Final = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f"
+    r"\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"
+    r"\u200b\u2060\ufeff\u180e\u2061-\u2064"
+    r"\U000e0000-\U000e007f\ud800-\udfff]+"
+)
+# Zero-width non-joiner and joiner are kept between two characters of scripts that need them
+# (emoji sequences, Arabic, Indic…): there they change how the text looks, so they hide
+# nothing. Between Latin, Greek or Cyrillic letters they are invisible, so they go.
+_JOINER: Final = re.compile(r"[\u200c\u200d]")
+_JOINER_SCRIPTS_FROM: Final = 0x0590
+# Emoji variation selectors and skin tones may stand between an emoji and its joiner.
+_SKIP_BACK: Final = frozenset("\ufe0e\ufe0f") | {chr(c) for c in range(0x1F3FB, 0x1F400)}
+
+
+class Cleaned(NamedTuple):
+    """A cleaned text; ``shortened`` is true when anything was cut, removed or redacted."""
+
+    text: str
+    shortened: bool
+
+
+def clean(
+    text: str, limit: int, *, multiline: bool = False, redact: Redact | None = None
+) -> Cleaned:
+    """Clean ``text`` and cut it to at most ``limit`` characters, a final "…" included.
+
+    Single-line text gets its line breaks and tabs as spaces; multi-line text keeps "\\n" and
+    "\\t". ``redact`` runs after cleaning and before cutting; if it changes anything the text
+    counts as shortened, since the person no longer sees all of it.
+
+    Raises:
+        ValueError: ``limit`` is less than 1.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")
+    text = _BREAKS.sub("\n", text)
+    if not multiline:
+        text = text.replace("\n", " ").replace("\t", " ")
+    kept = _strip_invisible(text)
+    shortened = len(kept) != len(text)
+    if redact is not None:
+        masked = redact(kept)
+        shortened = shortened or masked != kept
+        kept = masked
+    if len(kept) > limit:
+        return Cleaned(kept[: limit - 1] + ELLIPSIS, True)
+    return Cleaned(kept, shortened)
+
+
+def _strip_invisible(text: str) -> str:
+    text = _DROP.sub("", text)
+    if "\u200c" in text or "\u200d" in text:
+        text = _JOINER.sub(lambda m: m[0] if _joins_visibly(m.string, m.start()) else "", text)
+    return text
+
+
+def _joins_visibly(text: str, i: int) -> bool:
+    before = i - 1
+    while before >= 0 and text[before] in _SKIP_BACK:
+        before -= 1
+    after = i + 1
+    return (
+        before >= 0
+        and after < len(text)
+        and _needs_joiners(text[before])
+        and _needs_joiners(text[after])
+    )
+
+
+def _needs_joiners(ch: str) -> bool:
+    return ord(ch) >= _JOINER_SCRIPTS_FROM and unicodedata.category(ch)[0] in "LMS"

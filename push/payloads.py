@@ -1,0 +1,357 @@
+"""Notification -> APNs and FCM payloads: wording (P2), cleaning, masking (X1), cutting,
+the private envelope, and the services' size limits. Pure: no I/O, ``now`` passed in.
+
+Text pipeline, for each of the pane's name, the agent's title and its line:
+clean (drop control characters and bidi controls, fold whitespace) -> redact -> cut.
+Masking comes before cutting, so a cut can never leave half a secret unmasked.
+
+Private envelope (a device that registered a 32-byte key): the title, the line, the pane and
+every id travel only inside ``base64(version || nonce || ciphertext+tag)``, where version is
+the byte 0x01, nonce 12 random bytes, and ciphertext+tag AES-256-GCM of a UTF-8 JSON object
+under the device's key with the device id (UTF-8) as associated data. The visible alert is
+the catalogue's ``push_private``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from push.errors import PayloadTooLarge
+from push.models import AskNotification, Device, Notification
+
+TITLE_MAX: Final = 60  # spec P2
+LINE_MAX: Final = 120  # spec P2
+PANE_MAX: Final = 60  # ours: a pane's name is cut like a title
+APNS_MAX_PAYLOAD: Final = 4096  # Apple: alert notifications
+FCM_MAX_PAYLOAD: Final = 4096  # FCM: data and notification of one message
+ENVELOPE_VERSION: Final = 1
+NONCE_BYTES: Final = 12
+ELLIPSIS: Final = "…"
+
+BIDI_CONTROLS: Final = (
+    "\u202a\u202b\u202c\u202d\u202e"  # embeddings and overrides
+    "\u2066\u2067\u2068\u2069"  # isolates
+    "\u200e\u200f\u061c"  # marks
+)
+_FOLD_TO_SPACE: Final = "\t\n\v\f\r\x85\u2028\u2029"
+
+
+def _clean_table() -> dict[int, int | None]:
+    table: dict[int, int | None] = {}
+    for cp in [*range(0x20), *range(0x7F, 0xA0), *range(0xD800, 0xE000)]:
+        table[cp] = None  # C0, DEL, C1 controls; lone surrogates cannot be encoded
+    for ch in BIDI_CONTROLS:
+        table[ord(ch)] = None
+    for ch in _FOLD_TO_SPACE:
+        table[ord(ch)] = 0x20
+    return table
+
+
+_CLEAN: Final = _clean_table()
+_TRAILING_JOINERS: Final = "\u200d\ufe0e\ufe0f "
+_APNS_TOKEN: Final = re.compile(r"[0-9A-Fa-f]{16,200}", re.ASCII)
+
+
+class Strings(Protocol):
+    """What the payloads need of the phone's string catalogue: lookup by key."""
+
+    def __getitem__(self, key: str, /) -> str: ...
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Content:
+    """How pushes are worded: the catalogue (keys ``push_permission``, ``push_many``,
+    ``push_private``), the secret masking function, and how long a push without a deadline
+    may wait for the phone (0: APNs and FCM try once and do not store it).
+
+    Usage: ``Content(strings=Catalogue(), redact=redactor)``.
+    """
+
+    strings: Strings
+    redact: Callable[[str], str] = _identity
+    default_ttl: float = 0.0
+
+
+def clean(text: str) -> str:
+    """``text`` without control characters, bidi controls or lone surrogates, its
+    whitespace folded to single spaces."""
+    return " ".join(text.translate(_CLEAN).split())
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in "…" when cut."""
+    if len(text) <= limit:
+        return text
+    if limit <= 0:
+        return ""
+    return text[: limit - 1].rstrip(_TRAILING_JOINERS) + ELLIPSIS
+
+
+def valid_apns_token(token: str) -> bool:
+    """Whether ``token`` looks like an APNs device token (hex)."""
+    return _APNS_TOKEN.fullmatch(token) is not None
+
+
+def collapse_id(note: Notification, key: bytes | None = None) -> str:
+    """The collapse id: one per pane for an ask, one per agent for the many-asks push.
+
+    Keyed with the device's envelope key when it has one, so the id reveals nothing.
+    """
+    if isinstance(note, AskNotification):
+        scope = json.dumps(["pane", note.pane_key], ensure_ascii=False)
+    else:
+        scope = json.dumps(["agent", note.machine, note.agent], ensure_ascii=False)
+    data = scope.encode()
+    if key is not None:
+        return hmac.new(key, data, hashlib.sha256).hexdigest()[:32]
+    return hashlib.sha256(b"collie-collapse\0" + data).hexdigest()[:32]
+
+
+def seal(key: bytes, device_id: str, plaintext: bytes, *, nonce: bytes | None = None) -> str:
+    """The private envelope of ``plaintext`` (format in the module docstring)."""
+    nonce = os.urandom(NONCE_BYTES) if nonce is None else nonce
+    if len(nonce) != NONCE_BYTES:
+        raise ValueError(f"a nonce has {NONCE_BYTES} bytes")
+    sealed = AESGCM(key).encrypt(nonce, plaintext, device_id.encode())
+    return base64.b64encode(bytes([ENVELOPE_VERSION]) + nonce + sealed).decode("ascii")
+
+
+def open_envelope(key: bytes, device_id: str, envelope: str) -> bytes:
+    """The plaintext of a private envelope (what the phone does).
+
+    Raises:
+        ValueError: not an envelope of this version.
+        cryptography.exceptions.InvalidTag: wrong key or device id, or tampered.
+    """
+    raw = base64.b64decode(envelope, validate=True)
+    if len(raw) < 1 + NONCE_BYTES + 16 or raw[0] != ENVELOPE_VERSION:
+        raise ValueError("not a version 1 envelope")
+    return AESGCM(key).decrypt(raw[1 : 1 + NONCE_BYTES], raw[1 + NONCE_BYTES :], device_id.encode())
+
+
+# --- texts ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Texts:
+    headline: str
+    title: str
+    line: str
+    pane: str
+
+
+class _Source:
+    """A notification's texts cleaned and masked, ready to cut to any lengths."""
+
+    __slots__ = ("content", "line", "note", "pane", "title")
+
+    def __init__(self, note: Notification, content: Content) -> None:
+        self.note = note
+        self.content = content
+        if isinstance(note, AskNotification):
+            redact = content.redact
+            self.pane = redact(clean(note.pane))
+            self.title = redact(clean(note.title or ""))
+            self.line = redact(clean(note.line or ""))
+        else:
+            self.pane = clean(note.host)
+            self.title = self.line = ""
+
+    def texts(self, pane_max: int, title_max: int, line_max: int) -> _Texts:
+        pane = cut(self.pane, pane_max)
+        if isinstance(self.note, AskNotification):
+            headline = self.content.strings["push_permission"].format(pane=pane)
+        else:
+            headline = self.content.strings["push_many"].format(host=pane)
+        return _Texts(headline, cut(self.title, title_max), cut(self.line, line_max), pane)
+
+
+def _fit(source: _Source, build: Callable[[_Texts], bytes], limit: int) -> _Texts:
+    """The longest texts whose payload fits ``limit`` bytes: the line gives way
+    first, then the title, then the pane's name.
+
+    Raises:
+        PayloadTooLarge: it does not fit with all three empty.
+    """
+    maxes = [
+        min(PANE_MAX, len(source.pane)),
+        min(TITLE_MAX, len(source.title)),
+        min(LINE_MAX, len(source.line)),
+    ]
+    texts = source.texts(*maxes)
+    if len(build(texts)) <= limit:
+        return texts
+    for i in (2, 1, 0):
+        best: _Texts | None = None
+        lo, hi = 0, maxes[i] - 1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            trial = list(maxes)
+            trial[i] = mid
+            candidate = source.texts(*trial)
+            if len(build(candidate)) <= limit:
+                best, lo = candidate, mid + 1
+            else:
+                hi = mid - 1
+        if best is not None:
+            return best
+        maxes[i] = 0
+    raise PayloadTooLarge(f"over {limit} bytes with every text empty")
+
+
+def _json(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _ids(note: Notification) -> dict[str, str]:
+    if isinstance(note, AskNotification):
+        return {
+            "type": "ask",
+            "machine": note.machine,
+            "agent": note.agent,
+            "conversation": note.conversation,
+            "ask": note.ask,
+        }
+    return {"type": "many", "machine": note.machine, "agent": note.agent}
+
+
+def _envelope(device: Device, note: Notification, texts: _Texts) -> str:
+    assert device.key is not None
+    inner: dict[str, object] = {"v": ENVELOPE_VERSION, **_ids(note), "headline": texts.headline}
+    if isinstance(note, AskNotification):
+        inner.update(pane=texts.pane, title=texts.title, line=texts.line)
+    return seal(device.key, device.id, _json(inner))
+
+
+def _expiry(note: Notification, content: Content, now: float) -> float | None:
+    if note.deadline is not None:
+        return note.deadline
+    if content.default_ttl > 0:
+        return now + content.default_ttl
+    return None
+
+
+# --- APNs ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ApnsRequest:
+    """One APNs request but its ``authorization`` and ``apns-id`` headers."""
+
+    path: str
+    headers: Mapping[str, str]
+    body: bytes
+
+
+def apns_request(
+    device: Device,
+    note: Notification,
+    *,
+    topic: str,
+    content: Content,
+    now: float,
+) -> ApnsRequest:
+    """The APNs request for ``note`` to ``device``.
+
+    ``apns-expiration`` is the ask's deadline in unix seconds (rounded up), else
+    ``now + content.default_ttl``, else 0.
+
+    Raises:
+        PayloadTooLarge: the payload cannot fit 4096 bytes.
+    """
+    cid = collapse_id(note, device.key)
+    private = device.key is not None
+
+    def build(texts: _Texts) -> bytes:
+        aps: dict[str, object] = {"sound": "default", "thread-id": cid}
+        if private:
+            aps["alert"] = {"title": content.strings["push_private"]}
+            aps["mutable-content"] = 1
+            return _json({"aps": aps, "collie": {"e": _envelope(device, note, texts)}})
+        alert = {"title": texts.headline}
+        if texts.title:
+            alert["subtitle"] = texts.title
+        if texts.line:
+            alert["body"] = texts.line
+        aps["alert"] = alert
+        return _json({"aps": aps, "collie": _ids(note)})
+
+    body = build(_fit(_Source(note, content), build, APNS_MAX_PAYLOAD))
+    expiry = _expiry(note, content, now)
+    headers = {
+        "apns-push-type": "alert",
+        "apns-priority": "10",
+        "apns-expiration": str(max(0, math.ceil(expiry))) if expiry is not None else "0",
+        "apns-collapse-id": cid,
+        "apns-topic": topic,
+        "content-type": "application/json",
+    }
+    return ApnsRequest(f"/3/device/{device.token}", headers, body)
+
+
+# --- FCM -------------------------------------------------------------------------------------
+
+
+def fcm_message(
+    device: Device,
+    note: Notification,
+    *,
+    content: Content,
+    now: float,
+) -> dict[str, object]:
+    """The FCM HTTP v1 request body ``{"message": …}`` for ``note`` to ``device``.
+
+    ``android.ttl`` runs to the ask's deadline (rounded up, at least 0 s), else
+    ``content.default_ttl``.
+
+    Raises:
+        PayloadTooLarge: notification and data cannot fit 4096 bytes.
+    """
+    cid = collapse_id(note, device.key)
+    private = device.key is not None
+    parts: dict[str, dict[str, str]] = {}
+
+    def build(texts: _Texts) -> bytes:
+        if private:
+            notification = {"title": content.strings["push_private"]}
+            data = {"e": _envelope(device, note, texts)}
+        else:
+            notification = {"title": texts.headline}
+            body = "\n".join(t for t in (texts.title, texts.line) if t)
+            if body:
+                notification["body"] = body
+            data = _ids(note)
+        parts["notification"], parts["data"] = notification, data
+        return _json(notification) + _json(data)
+
+    build(_fit(_Source(note, content), build, FCM_MAX_PAYLOAD))
+    expiry = _expiry(note, content, now)
+    ttl = max(0, math.ceil(expiry - now)) if expiry is not None else 0
+    return {
+        "message": {
+            "token": device.token,
+            "notification": parts["notification"],
+            "data": parts["data"],
+            "android": {
+                "priority": "high",
+                "ttl": f"{ttl}s",
+                "collapse_key": cid,
+                "notification": {"tag": cid},
+            },
+        }
+    }

@@ -1,0 +1,134 @@
+"""One interface for every push target, and a dispatcher that sends in the background.
+
+The dispatcher never raises into its caller and never makes it wait: ``dispatch`` schedules
+tasks and returns; each finished push is handed to ``on_delivery``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Final, Protocol
+
+from push.models import Delivery, Device, Notification, Outcome, Provider
+
+log = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT: Final = 64
+SEND_DEADLINE: Final = 120.0  # a backstop above any sender's own timeouts and retries
+
+
+class PushSender(Protocol):
+    """Sends one notification to one device. ``send`` returns the outcome and never
+    raises for it; APNs, FCM and a future relay all fit here."""
+
+    async def send(self, device: Device, note: Notification) -> Delivery:
+        """Send ``note`` to ``device``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+OnDelivery = Callable[[Delivery], Awaitable[None] | None]
+
+
+class Dispatcher:
+    """Picks the sender per device and sends in background tasks.
+
+    Usage::
+
+        dispatcher = Dispatcher({Provider.APNS: apns, Provider.FCM: fcm}, on_delivery=record)
+        dispatcher.dispatch(devices, note)   # returns at once
+        ...
+        await dispatcher.aclose()            # at shutdown, before closing the senders
+    """
+
+    def __init__(
+        self,
+        senders: Mapping[Provider, PushSender],
+        on_delivery: OnDelivery,
+        *,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        deadline: float = SEND_DEADLINE,
+    ) -> None:
+        self._senders = dict(senders)
+        self._on_delivery = on_delivery
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._deadline = deadline
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def pending(self) -> int:
+        """Pushes scheduled and not yet reported."""
+        return len(self._tasks)
+
+    def dispatch(self, devices: Iterable[Device], note: Notification) -> int:
+        """Schedule ``note`` to every device; the number scheduled. Never raises."""
+        scheduled = 0
+        try:
+            loop = asyncio.get_running_loop()
+            for device in devices:
+                task = loop.create_task(self._run(device, note))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                scheduled += 1
+        except Exception:
+            log.exception("push dispatch failed after %d scheduled", scheduled)
+        return scheduled
+
+    async def drain(self) -> None:
+        """Wait until every scheduled push is reported."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def aclose(self, grace: float = 5.0) -> None:
+        """Wait up to ``grace`` seconds for pending pushes, then cancel the rest."""
+        if not self._tasks:
+            return
+        _, late = await asyncio.wait(list(self._tasks), timeout=grace)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+
+    async def _run(self, device: Device, note: Notification) -> None:
+        sender = self._senders.get(device.provider)
+        if sender is None:
+            await self._report(_failed(device, f"no sender for {device.provider}"))
+            return
+        try:
+            async with self._slots, asyncio.timeout(self._deadline):
+                delivery = await sender.send(device, note)
+        except TimeoutError:
+            delivery = _failed(device, "deadline")
+        except asyncio.CancelledError:
+            await self._report(_failed(device, "cancelled"))
+            raise
+        except Exception as exc:
+            log.exception("push sender raised for device %s", device.id)
+            delivery = _failed(device, f"internal: {type(exc).__name__}")
+        await self._report(delivery)
+
+    async def _report(self, delivery: Delivery) -> None:
+        log.info(
+            "push device=%s outcome=%s reason=%s status=%s id=%s attempts=%d",
+            delivery.device_id,
+            delivery.outcome,
+            delivery.reason,
+            delivery.status,
+            delivery.provider_id,
+            delivery.attempts,
+        )
+        try:
+            result = self._on_delivery(delivery)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("push on_delivery raised for device %s", delivery.device_id)
+
+
+def _failed(device: Device, reason: str) -> Delivery:
+    return Delivery.of(device, Outcome.FAILED, reason)

@@ -1,0 +1,246 @@
+"""Signed webhooks (people-in-the-loop S6): post an ask as JSON to another channel, and the
+function a receiver uses to verify a delivery.
+
+Header: ``Collie-Signature: t=<unix seconds>,v1=<hex>[,v1=<hex>…]`` where each hex is
+HMAC-SHA256 under one secret of the bytes ``f"{t}."`` followed by the raw body (Stripe's
+scheme, so its test cases apply); one ``v1`` per secret while secrets rotate. A receiver
+accepts a delivery whose ``t`` is within ±300 s of its own clock (300 accepted, 301 refused),
+whose raw body matches one ``v1`` under one of its secrets, and that it has not seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import aiohttp
+
+from push._retry import RetryPolicy, parse_retry_after
+from push.errors import SignatureError
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER: Final = "Collie-Signature"
+TOLERANCE: Final = 300  # S6: five minutes either way
+MAX_HEADER: Final = 4096
+MAX_SIGNATURES: Final = 8
+TIMEOUT: Final = 10.0
+
+# Strict and ASCII only: int() would take "١٢٣" and " 12 ", this does not.
+_ELEMENT: Final = r"[a-z0-9]{1,16}=[!-+\--<>-~]{1,128}"
+_HEADER: Final = re.compile(rf"{_ELEMENT}(?:,{_ELEMENT})*", re.ASCII)
+_T: Final = re.compile(r"(?:0|[1-9][0-9]{0,11})", re.ASCII)
+_V1: Final = re.compile(r"[0-9a-f]{64}", re.ASCII)
+
+Secret = str | bytes
+
+
+def _key(secret: Secret) -> bytes:
+    return secret.encode() if isinstance(secret, str) else secret
+
+
+def _mac(secret: Secret, t: int, body: bytes) -> bytes:
+    return hmac.new(_key(secret), f"{t}.".encode("ascii") + body, hashlib.sha256).digest()
+
+
+def sign(body: bytes, secrets: Sequence[Secret], t: int) -> str:
+    """The ``Collie-Signature`` value for ``body`` sent at ``t``: one ``v1`` per secret."""
+    if not secrets:
+        raise ValueError("at least one secret")
+    return ",".join([f"t={t}", *(f"v1={_mac(s, t, body).hex()}" for s in secrets)])
+
+
+def parse_header(header: str) -> tuple[int, list[bytes]]:
+    """``t`` and the ``v1`` signatures of a header; other schemes are ignored.
+
+    Raises:
+        SignatureError: the header is malformed, or has no ``t`` or no ``v1``.
+    """
+    if len(header) > MAX_HEADER or not _HEADER.fullmatch(header):
+        raise SignatureError("malformed signature header")
+    t: int | None = None
+    sigs: list[bytes] = []
+    for element in header.split(","):
+        name, _, value = element.partition("=")
+        if name == "t":
+            if t is not None or not _T.fullmatch(value):
+                raise SignatureError("malformed or repeated t")
+            t = int(value)
+        elif name == "v1":
+            if not _V1.fullmatch(value) or len(sigs) >= MAX_SIGNATURES:
+                raise SignatureError("malformed v1, or too many")
+            sigs.append(bytes.fromhex(value))
+    if t is None or not sigs:
+        raise SignatureError("a header needs t and v1")
+    return t, sigs
+
+
+class Seen(Protocol):
+    """The deliveries a receiver has accepted inside the tolerance window."""
+
+    def first_seen(self, key: bytes, t: int, now: float) -> bool:
+        """Record ``key`` (signed at ``t``); False when it was already recorded."""
+        ...
+
+
+class SeenSet:
+    """An in-memory ``Seen`` that forgets a delivery once its ``t`` is out of the window,
+    when a replay would be refused for its age anyway."""
+
+    def __init__(self, tolerance: float = TOLERANCE) -> None:
+        self._tolerance = tolerance
+        self._seen: dict[bytes, int] = {}
+        self._prune_at = 1024
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def first_seen(self, key: bytes, t: int, now: float) -> bool:
+        """Record ``key`` (signed at ``t``); False when it was already recorded."""
+        if len(self._seen) >= self._prune_at:
+            horizon = now - self._tolerance
+            self._seen = {k: v for k, v in self._seen.items() if v >= horizon}
+            self._prune_at = max(1024, 2 * len(self._seen))
+        if key in self._seen:
+            return False
+        self._seen[key] = t
+        return True
+
+
+def verify(
+    header: str,
+    raw_body: bytes,
+    secrets: Sequence[Secret],
+    now: float,
+    seen: Seen,
+    *,
+    tolerance: float = TOLERANCE,
+) -> int:
+    """Check a delivery before its body is parsed; its ``t`` when it is valid.
+
+    Raises:
+        SignatureError: malformed header, ``t`` more than ``tolerance`` from ``now``,
+            no ``v1`` matching under any secret, or a delivery already seen.
+    """
+    if not secrets:
+        raise ValueError("at least one secret")
+    t, sigs = parse_header(header)
+    if abs(now - t) > tolerance:
+        raise SignatureError("timestamp outside the tolerance")
+    expected = [_mac(s, t, raw_body) for s in secrets]
+    matched = False
+    for sig in sigs:
+        for mac in expected:
+            matched |= hmac.compare_digest(sig, mac)
+    if not matched:
+        raise SignatureError("no matching signature")
+    digest = hashlib.sha256(f"{t}.".encode("ascii") + raw_body).digest()
+    if not seen.first_seen(digest, t, now):
+        raise SignatureError("delivery replayed")
+    return t
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebhookResult:
+    """How a webhook delivery ended; ``ok`` when the receiver answered 2xx."""
+
+    ok: bool
+    status: int | None = None
+    reason: str | None = None
+    attempts: int = 0
+
+
+class WebhookTarget:
+    """Posts signed JSON bodies to one URL; a failure is returned, never raised.
+
+    Usage::
+
+        hook = WebhookTarget("https://example.org/hook", secrets=[new, old])
+        result = await hook.post(msgspec.json.encode(ask))
+    """
+
+    def __init__(
+        self,
+        url: str,
+        secrets: Sequence[Secret],
+        *,
+        session: aiohttp.ClientSession | None = None,
+        timeout: float = TIMEOUT,
+        retry: RetryPolicy | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        if not secrets:
+            raise ValueError("at least one secret")
+        self._url = url
+        self._secrets = list(secrets)
+        self._session = session
+        self._owns_session = session is None
+        self._timeout = timeout
+        self._retry = retry or RetryPolicy()
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng
+
+    async def __aenter__(self) -> WebhookTarget:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the target's own session (a session passed in stays open)."""
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def post(self, body: bytes) -> WebhookResult:
+        """Post ``body`` (JSON bytes), signed afresh on each try; 429, 5xx and lost
+        connections are retried per the retry policy."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        tries = 0
+        while True:
+            tries += 1
+            status: int | None = None
+            retry_after: float | None = None
+            headers = {
+                "Content-Type": "application/json",
+                SIGNATURE_HEADER: sign(body, self._secrets, int(self._clock())),
+            }
+            try:
+                async with (
+                    asyncio.timeout(self._timeout),
+                    self._session.post(self._url, data=body, headers=headers) as resp,
+                ):
+                    status = resp.status
+                    await resp.read()
+                    retry_header = resp.headers.get("Retry-After")
+            except TimeoutError:
+                reason = "timeout"
+            except aiohttp.ClientError as exc:
+                reason = f"connection: {type(exc).__name__}"
+            except Exception as exc:
+                log.exception("webhook post failed unexpectedly")
+                reason = f"internal: {type(exc).__name__}"
+                return WebhookResult(ok=False, reason=reason, attempts=tries)
+            else:
+                if 200 <= status < 300:
+                    return WebhookResult(ok=True, status=status, attempts=tries)
+                reason = f"HTTP {status}"
+                if status != 429 and status < 500:
+                    return WebhookResult(ok=False, status=status, reason=reason, attempts=tries)
+                retry_after = parse_retry_after(retry_header, self._clock())
+            delay = self._retry.delay(tries, retry_after, self._rng)
+            if delay is None:
+                return WebhookResult(ok=False, status=status, reason=reason, attempts=tries)
+            await self._sleep(delay)

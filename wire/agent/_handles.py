@@ -1,0 +1,550 @@
+"""The handles an agent's code holds: a conversation, an item, an ask. Every change goes
+through the agent's one writer and is sent as events before the call returns."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
+from msgspec import UNSET, UnsetType
+from msgspec.structs import replace
+
+from wire.agent._store import Tx
+from wire.errors import LocalWireError, RemoteWireError
+from wire.messages import (
+    MAX_TEXT,
+    Answer,
+    Ask,
+    Button,
+    Conversation,
+    FormField,
+    Item,
+    Option,
+    Progress,
+    SendMessage,
+    ToolRef,
+    decode,
+    encode,
+)
+
+if TYPE_CHECKING:
+    from wire.agent._agent import Agent
+
+S = TypeVar("S")
+
+
+class Resolution(msgspec.Struct, frozen=True, kw_only=True):
+    """How an ask ended: ``how`` is answered, decided, expired or stopped; ``answer`` is the
+    person's (answered) or the agent's own (decided, when it gave one)."""
+
+    how: str
+    at: datetime
+    answer: Answer | None = None
+    request_id: str | None = None
+
+
+def aware(at: datetime) -> datetime:
+    """``at`` with a zone: a naive datetime is taken as UTC."""
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def checked(value: S) -> S:
+    """``value`` if it keeps the wire's limits (a decoder would take it), else raise."""
+    try:
+        decode(encode(value), type(value))
+    except RemoteWireError as exc:
+        raise LocalWireError(f"{type(value).__name__} breaks the wire's limits: {exc}") from None
+    return value
+
+
+def ask_content(ask: Ask) -> Ask:
+    """What an ask asks, without its version and time: equal means "the same ask"."""
+    return replace(ask, version=0, raised_at=None)
+
+
+@dataclass(eq=False)
+class Turn:
+    """A turn of a conversation: its task, once started, and whether it was stopped."""
+
+    number: int
+    task: asyncio.Task[None] | None = None
+    stopped: bool = False
+
+
+class ConversationHandle:
+    """One conversation of the agent. Every change is written to the state file and sent as
+    events before the call returns."""
+
+    def __init__(self, agent: Agent, info: Conversation, items: list[Item]) -> None:
+        self.agent = agent
+        self._info = info
+        self._items = items
+        self._item_ids = {item.id: seq for seq, item in enumerate(items)}
+        self._open_asks: dict[str, AskHandle] = {}
+        self._turns: list[Turn] = []
+        self._explicit_state: str | None = None
+        self.steered: asyncio.Queue[SendMessage] = asyncio.Queue()
+        """Steering messages for the running turn; what a turn leaves unread is dropped."""
+
+    def __repr__(self) -> str:
+        return f"<ConversationHandle {self.id} {self.state}>"
+
+    @property
+    def id(self) -> str:
+        """The conversation's id."""
+        return self._info.id
+
+    @property
+    def state(self) -> str:
+        """``idle``, ``working``, ``waiting`` or ``closed`` (or the agent's own)."""
+        return self._info.state
+
+    @property
+    def turn(self) -> int:
+        """The current turn."""
+        return self._info.turn
+
+    @property
+    def closed(self) -> bool:
+        """Whether the conversation is closed."""
+        return self._info.state == "closed"
+
+    @property
+    def running(self) -> bool:
+        """Whether a turn runs (or waits to run) and was not stopped."""
+        return any(not t.stopped for t in self._turns)
+
+    @property
+    def items(self) -> list[Item]:
+        """The items, in order (of an open conversation, or one closed in this process)."""
+        return list(self._items)
+
+    @property
+    def asks(self) -> list[AskHandle]:
+        """The open asks, in the order they were raised."""
+        return list(self._open_asks.values())
+
+    def snapshot(self) -> Conversation:
+        """The conversation as ``GET /conversations`` shows it: asks, no items."""
+        return replace(self._info, asks=[a.ask for a in self._open_asks.values()])
+
+    def _next_item_id(self) -> str:
+        seq = len(self._items)
+        while f"i{seq}" in self._item_ids:
+            seq += 1
+        return f"i{seq}"
+
+    def _drain_steered(self) -> None:
+        while not self.steered.empty():
+            self.steered.get_nowait()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise LocalWireError(f"conversation {self.id} is closed")
+
+    async def append(
+        self,
+        kind: str = "reply",
+        text: str = "",
+        *,
+        final: bool = True,
+        id: str | None = None,
+        language: str | None = None,
+        url: str | None = None,
+        label: str | None = None,
+        call_id: str | None = None,
+        name: str | None = None,
+        status: str | None = None,
+        output: str | None = None,
+    ) -> ItemHandle:
+        """Append an item (``item.appended``). ``final=False`` starts one that grows by
+        :meth:`ItemHandle.delta` until :meth:`ItemHandle.finish`.
+
+        Raises:
+            LocalWireError: the conversation is closed, the id is taken, or a limit is broken.
+        """
+        agent = self.agent
+
+        async def build(tx: Tx) -> ItemHandle:
+            self._check_open()
+            if id is not None and id in self._item_ids:
+                raise LocalWireError(f"item {id} exists in conversation {self.id}")
+            item = checked(
+                Item(
+                    id=id or self._next_item_id(),
+                    kind=kind,
+                    text=text,
+                    final=final,
+                    at=agent.now() if final else None,
+                    language=language,
+                    url=url,
+                    label=label,
+                    call_id=call_id,
+                    name=name,
+                    status=status,
+                    output=output,
+                )
+            )
+            return ItemHandle(self, agent._add_item(tx, self, item))
+
+        return await agent._transact(build)
+
+    async def update(
+        self,
+        *,
+        title: str | UnsetType | None = UNSET,
+        subtitle: str | UnsetType | None = UNSET,
+        state: str | UnsetType | None = UNSET,
+        progress: Progress | UnsetType | None = UNSET,
+        buttons: Sequence[Button] | UnsetType = UNSET,
+        turn: int | UnsetType = UNSET,
+        workspace: str | UnsetType | None = UNSET,
+    ) -> None:
+        """Change what is given (``conversation.updated`` when anything changed).
+
+        ``state`` sets a state of the agent's own that holds until it sets ``None`` (back to
+        automatic: ``waiting`` while asks are open, ``working`` while a turn runs, else
+        ``idle``); open asks still make the conversation ``waiting``.
+
+        Raises:
+            LocalWireError: the conversation is closed, ``state`` is ``closed`` (use
+                :meth:`close`), or a limit is broken.
+        """
+        agent = self.agent
+        changes: dict[str, Any] = {
+            k: v
+            for k, v in (
+                ("title", title),
+                ("subtitle", subtitle),
+                ("progress", progress),
+                ("turn", turn),
+                ("workspace", workspace),
+            )
+            if v is not UNSET
+        }
+        if not isinstance(buttons, UnsetType):
+            changes["buttons"] = list(buttons)
+
+        async def build(tx: Tx) -> None:
+            self._check_open()
+            agent._touch(tx, self)
+            if not isinstance(state, UnsetType):
+                if state == "closed":
+                    raise LocalWireError("close a conversation with close()")
+                old = self._explicit_state
+                self._explicit_state = state
+                tx.on_undo(lambda: setattr(self, "_explicit_state", old))
+            if changes:
+                agent._set_info(tx, self, checked(replace(self._info, **changes)))
+
+        await agent._transact(build)
+
+    async def ask(
+        self,
+        *,
+        kind: str,
+        id: str | None = None,
+        title: str = "",
+        text: str = "",
+        tool: ToolRef | None = None,
+        options: Sequence[Option] = (),
+        multiple: bool = False,
+        max_length: int | None = None,
+        fields: Sequence[FormField] = (),
+        deadline: datetime | None = None,
+        push_title: str | None = None,
+        push_line: str | None = None,
+    ) -> AskHandle:
+        """Raise an ask (``ask.raised``) and return its handle; ``await handle.wait()``.
+
+        Give a stable ``id`` to survive restarts: raised again after a restart under the same
+        id, an ask answered before returns its recorded resolution and is not raised again;
+        one still open is raised again (its version grows if the content changed).
+
+        Raises:
+            LocalWireError: the conversation is closed, the id belongs to another
+                conversation, or a limit is broken.
+        """
+        agent = self.agent
+
+        async def build(tx: Tx) -> AskHandle:
+            self._check_open()
+            ask = checked(
+                Ask(
+                    id=id or "a-" + secrets.token_hex(8),
+                    conversation=self.id,
+                    kind=kind,
+                    title=title,
+                    text=text,
+                    tool=tool,
+                    deadline=aware(deadline) if deadline is not None else None,
+                    options=list(options),
+                    multiple=multiple,
+                    max_length=max_length,
+                    fields=list(fields),
+                    push_title=push_title,
+                    push_line=push_line,
+                    raised_at=agent.now(),
+                )
+            )
+            existing = agent._open_asks.get(ask.id)
+            if existing is not None:
+                if existing.conversation is not self:
+                    raise LocalWireError(f"ask {ask.id} belongs to another conversation")
+                if ask_content(existing.ask) != ask_content(ask):
+                    new = replace(
+                        ask, version=existing.version + 1, raised_at=existing.ask.raised_at
+                    )
+                    agent._put_ask(tx, existing, new, changed=True)
+                return existing
+            rows = await agent._store.fetch(
+                "SELECT conversation, turn, data, resolution FROM asks WHERE id = ?", (ask.id,)
+            )
+            if rows:
+                conversation, turn, data, resolution = rows[0]
+                if conversation != self.id:
+                    raise LocalWireError(f"ask {ask.id} belongs to another conversation")
+                stored = decode(bytes(data), Ask)
+                if resolution is not None:
+                    done = decode(bytes(resolution), Resolution)
+                    return AskHandle(self, stored, int(turn), resolution=done)
+                version = (
+                    stored.version
+                    if ask_content(stored) == ask_content(ask)
+                    else stored.version + 1
+                )
+                ask = replace(ask, version=version, raised_at=stored.raised_at)
+            handle = AskHandle(self, ask, self.turn)
+            agent._put_ask(tx, handle, ask, changed=False)
+            return handle
+
+        return await agent._transact(build)
+
+    async def close(self) -> None:
+        """Close the conversation: stops its turn, resolves its asks ``stopped``."""
+        agent = self.agent
+
+        async def build(tx: Tx) -> None:
+            if not self.closed:
+                await agent._close(tx, self)
+
+        await agent._transact(build)
+
+    async def reopen(self) -> None:
+        """Reopen a closed conversation (``conversation.opened``)."""
+        agent = self.agent
+
+        async def build(tx: Tx) -> None:
+            if self.closed:
+                await agent._reopen(tx, self)
+
+        await agent._transact(build)
+
+
+class ItemHandle:
+    """An item of a conversation, to grow (``delta``) or replace (``update``, ``finish``)."""
+
+    def __init__(self, conversation: ConversationHandle, seq: int) -> None:
+        self.conversation = conversation
+        self._seq = seq
+
+    @property
+    def item(self) -> Item:
+        """The item as it stands."""
+        return self.conversation._items[self._seq]
+
+    @property
+    def id(self) -> str:
+        """The item's id."""
+        return self.item.id
+
+    async def delta(self, text: str) -> None:
+        """Append ``text`` to an item still being written (``item.delta``).
+
+        Raises:
+            LocalWireError: the item is final, its conversation closed, or its text too long.
+        """
+        conv = self.conversation
+
+        async def build(tx: Tx) -> None:
+            conv._check_open()
+            item = self.item
+            if item.final:
+                raise LocalWireError(f"item {item.id} is final")
+            new = replace(item, text=item.text + text)
+            if len(new.text) > MAX_TEXT:  # the one limit a delta can break
+                raise LocalWireError(f"item {item.id} is over {MAX_TEXT} characters")
+            conv.agent._put_item(tx, conv, self._seq, new, text)
+
+        await conv.agent._transact(build)
+
+    async def update(
+        self,
+        *,
+        text: str | UnsetType = UNSET,
+        final: bool | UnsetType = UNSET,
+        status: str | UnsetType | None = UNSET,
+        output: str | UnsetType | None = UNSET,
+        label: str | UnsetType | None = UNSET,
+        url: str | UnsetType | None = UNSET,
+        language: str | UnsetType | None = UNSET,
+    ) -> None:
+        """Replace the item whole with what is given changed (``item.updated``): a tool
+        call's status and output, a final text."""
+        conv = self.conversation
+        changes = {
+            k: v
+            for k, v in (
+                ("text", text),
+                ("final", final),
+                ("status", status),
+                ("output", output),
+                ("label", label),
+                ("url", url),
+                ("language", language),
+            )
+            if v is not UNSET
+        }
+
+        async def build(tx: Tx) -> None:
+            conv._check_open()
+            new = replace(self.item, **changes)
+            if new.final and new.at is None:
+                new = replace(new, at=conv.agent.now())
+            conv.agent._put_item(tx, conv, self._seq, checked(new), None)
+
+        await conv.agent._transact(build)
+
+    async def finish(self, text: str | None = None) -> None:
+        """Make the item final, with ``text`` as its whole text when given (``item.updated``)."""
+        if text is None:
+            await self.update(final=True)
+        else:
+            await self.update(final=True, text=text)
+
+
+class AskHandle:
+    """An ask: wait for its resolution, change it, or decide it in the agent."""
+
+    def __init__(
+        self,
+        conversation: ConversationHandle,
+        ask: Ask,
+        turn: int,
+        *,
+        resolution: Resolution | None = None,
+    ) -> None:
+        self.conversation = conversation
+        self.turn = turn
+        self._ask = ask
+        self._resolution = resolution
+        self._done = asyncio.Event()
+        if resolution is not None:
+            self._done.set()
+
+    def __repr__(self) -> str:
+        return f"<AskHandle {self.id} v{self.version} {self.resolution or 'open'}>"
+
+    @property
+    def ask(self) -> Ask:
+        """The ask as it stands."""
+        return self._ask
+
+    @property
+    def id(self) -> str:
+        """The ask's id."""
+        return self._ask.id
+
+    @property
+    def version(self) -> int:
+        """The ask's version."""
+        return self._ask.version
+
+    @property
+    def resolution(self) -> Resolution | None:
+        """How the ask ended; ``None`` while open."""
+        return self._resolution
+
+    @property
+    def open(self) -> bool:
+        """Whether the ask waits for an answer."""
+        return self._resolution is None
+
+    def _resolved(self, resolution: Resolution) -> None:
+        self._resolution = resolution
+        self._done.set()
+
+    async def wait(self) -> Resolution:
+        """Wait until the ask ends: answered, decided, expired or stopped."""
+        await self._done.wait()
+        assert self._resolution is not None
+        return self._resolution
+
+    async def change(
+        self,
+        *,
+        title: str | UnsetType = UNSET,
+        text: str | UnsetType = UNSET,
+        tool: ToolRef | UnsetType | None = UNSET,
+        options: Sequence[Option] | UnsetType = UNSET,
+        multiple: bool | UnsetType = UNSET,
+        max_length: int | UnsetType | None = UNSET,
+        fields: Sequence[FormField] | UnsetType = UNSET,
+        deadline: datetime | UnsetType | None = UNSET,
+        push_title: str | UnsetType | None = UNSET,
+        push_line: str | UnsetType | None = UNSET,
+    ) -> None:
+        """Change the ask's content: its version grows (``ask.changed``); an answer to the
+        old version is answered ``changed``.
+
+        Raises:
+            LocalWireError: the ask is not open, or a limit is broken.
+        """
+        changes: dict[str, Any] = {
+            k: v
+            for k, v in (
+                ("title", title),
+                ("text", text),
+                ("tool", tool),
+                ("multiple", multiple),
+                ("max_length", max_length),
+                ("push_title", push_title),
+                ("push_line", push_line),
+            )
+            if v is not UNSET
+        }
+        if not isinstance(options, UnsetType):
+            changes["options"] = list(options)
+        if not isinstance(fields, UnsetType):
+            changes["fields"] = list(fields)
+        if not isinstance(deadline, UnsetType):
+            changes["deadline"] = aware(deadline) if deadline is not None else None
+        agent = self.conversation.agent
+
+        async def build(tx: Tx) -> None:
+            if agent._open_asks.get(self.id) is not self:
+                raise LocalWireError(f"ask {self.id} is not open")
+            new = checked(replace(self._ask, version=self._ask.version + 1, **changes))
+            agent._put_ask(tx, self, new, changed=True)
+
+        await agent._transact(build)
+
+    async def decide(self, answer: Answer | None = None) -> Resolution:
+        """The agent decides the ask itself (``how=decided``); a later reply is answered
+        ``decided``. Returns the resolution (the earlier one if the ask had already ended)."""
+        agent = self.conversation.agent
+
+        async def build(tx: Tx) -> Resolution:
+            if agent._open_asks.get(self.id) is not self:
+                assert self._resolution is not None
+                return self._resolution
+            resolution = Resolution(how="decided", at=agent.now(), answer=answer)
+            agent._resolve(tx, self, resolution)
+            return resolution
+
+        return await agent._transact(build)

@@ -1,0 +1,258 @@
+"""The agent's SQLite file (WAL): schema, the one writer, the event log, command records.
+
+Every access to the connection holds :attr:`Store.lock`: an aiosqlite connection runs one
+statement at a time, but a coroutine's transaction would interleave with another's without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import aiosqlite
+
+from wire.messages import AgentEvent, encode
+from wire.sse import encode_event
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+SCHEMA_VERSION: Final = 1
+RING: Final = 4096  # events kept in memory for live readers; older ones are read from disk
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta VALUES ('schema', 1), ('last_event_id', 0), ('pruned_through', 0);
+CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, type TEXT NOT NULL, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    updated_us INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conversations_closed
+    ON conversations (updated_us, id) WHERE state = 'closed';
+CREATE INDEX IF NOT EXISTS conversations_open ON conversations (id) WHERE state <> 'closed';
+CREATE TABLE IF NOT EXISTS items (
+    conversation TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (conversation, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS asks (
+    id TEXT PRIMARY KEY,
+    conversation TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    resolution BLOB
+);
+CREATE INDEX IF NOT EXISTS asks_unresolved ON asks (conversation) WHERE resolution IS NULL;
+CREATE TABLE IF NOT EXISTS requests (
+    request_id TEXT PRIMARY KEY,
+    body BLOB NOT NULL,
+    status INTEGER NOT NULL,
+    result BLOB NOT NULL,
+    at_us INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS requests_at ON requests (at_us);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One logged event, ready to send: its id and its server-sent-event bytes."""
+
+    id: int
+    sse: bytes
+
+
+def frame(event_id: int, type_: str, data: bytes) -> Frame:
+    """The frame of one event."""
+    return Frame(event_id, encode_event(event_id, type_, data.decode()))
+
+
+@dataclass(slots=True)
+class Tx:
+    """One transaction being built: statements, events, and what to do on commit or failure.
+
+    Memory is changed while the transaction is built, with an undo for each change; readers
+    hold the store's lock, so they never see a change that is not committed.
+    """
+
+    first_event_id: int
+    sql: list[tuple[str, Sequence[Any]]] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
+    undo: list[Callable[[], object]] = field(default_factory=list)
+    after: list[Callable[[], None]] = field(default_factory=list)
+    touched: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Add a statement."""
+        self.sql.append((sql, params))
+
+    def emit(self, event: AgentEvent) -> int:
+        """Log ``event``; returns its id."""
+        event_id = self.first_event_id + len(self.frames)
+        type_ = str(type(event).__struct_config__.tag)
+        data = encode(event)
+        self.frames.append(frame(event_id, type_, data))
+        self.execute(
+            "INSERT INTO events (id, type, data) VALUES (?, ?, ?)", (event_id, type_, data)
+        )
+        return event_id
+
+    def on_undo(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` if the transaction fails (in reverse order of registration)."""
+        self.undo.append(fn)
+
+    def on_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once the transaction committed."""
+        self.after.append(fn)
+
+
+class Store:
+    """One SQLite file, one connection, one writer at a time."""
+
+    def __init__(self, path: Path, *, keep_events: int) -> None:
+        if keep_events < 1:
+            raise ValueError("keep_events must be at least 1")
+        self.path = path
+        self.keep_events = keep_events
+        self.lock = asyncio.Lock()
+        self.last_event_id = 0
+        self.pruned_through = 0
+        self.ring: deque[Frame] = deque(maxlen=min(keep_events, RING))
+        self._db: aiosqlite.Connection | None = None
+        self._wake = asyncio.Event()
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        """The connection; only while open and while holding :attr:`lock`."""
+        if self._db is None:
+            raise RuntimeError("the agent's store is not open")
+        return self._db
+
+    async def open(self) -> None:
+        """Open (or create) the file, WAL, and read where the event log stands."""
+        db = await aiosqlite.connect(self.path, isolation_level=None)
+        try:
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=FULL")
+            await db.execute("PRAGMA busy_timeout=5000")
+            await db.executescript(_SCHEMA)
+            rows = await db.execute_fetchall("SELECT key, value FROM meta")
+            meta: dict[str, int] = {str(r[0]): int(r[1]) for r in rows}
+        except BaseException:
+            await db.close()
+            raise
+        if meta["schema"] != SCHEMA_VERSION:
+            await db.close()
+            raise RuntimeError(f"{self.path}: unknown schema version {meta['schema']}")
+        self._db = db
+        self.last_event_id = int(meta["last_event_id"])
+        self.pruned_through = int(meta["pruned_through"])
+
+    async def close(self) -> None:
+        """Let running transactions finish, then close the connection."""
+        while self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+        if self._db is not None:
+            db, self._db = self._db, None
+            await db.close()
+        self.wake()
+
+    async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of a query; the caller holds :attr:`lock`."""
+        return list(await self.db.execute_fetchall(sql, params))
+
+    async def transact(self, build: Callable[[Tx], Awaitable[T]]) -> T:
+        """Build a transaction under the lock and commit it; returns what ``build`` returned.
+
+        Runs in a task of its own that the caller's cancellation does not reach: a started
+        write always ends, committed and applied, or rolled back and undone.
+        """
+        task = asyncio.ensure_future(self._transact(build))
+        self._pending.add(task)
+        task.add_done_callback(self._done)
+        return await asyncio.shield(task)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("transaction failed", exc_info=task.exception())
+
+    async def _transact(self, build: Callable[[Tx], Awaitable[T]]) -> T:
+        async with self.lock:
+            tx = Tx(first_event_id=self.last_event_id + 1)
+            try:
+                result = await build(tx)
+                if tx.sql:
+                    await self._commit(tx)
+            except BaseException:
+                for undo in reversed(tx.undo):
+                    undo()
+                raise
+            if tx.frames:
+                self.last_event_id = tx.frames[-1].id
+                self.ring.extend(tx.frames)
+            for fn in tx.after:
+                fn()
+            if tx.frames:
+                self.wake()
+            return result
+
+    async def _commit(self, tx: Tx) -> None:
+        db = self.db
+        if tx.frames:
+            last = tx.frames[-1].id
+            tx.execute("UPDATE meta SET value = ? WHERE key = 'last_event_id'", (last,))
+            if last - self.pruned_through > self.keep_events:
+                pruned = last - self.keep_events
+                tx.execute("DELETE FROM events WHERE id <= ?", (pruned,))
+                tx.execute("UPDATE meta SET value = ? WHERE key = 'pruned_through'", (pruned,))
+                tx.on_commit(lambda: setattr(self, "pruned_through", pruned))
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, params in tx.sql:
+                await db.execute(sql, params)
+            await db.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await db.execute("ROLLBACK")
+            raise
+
+    def wake(self) -> None:
+        """Wake every reader waiting in :meth:`waiter`."""
+        wake, self._wake = self._wake, asyncio.Event()
+        wake.set()
+
+    def waiter(self) -> asyncio.Event:
+        """An event set at the next commit of events (or :meth:`wake`); take it before reading."""
+        return self._wake
+
+    async def frames_after(self, after: int, limit: int = 1000) -> list[Frame] | None:
+        """Logged events after id ``after``, oldest first; ``None`` when some were dropped."""
+        if after < self.pruned_through:
+            return None
+        if after >= self.last_event_id:
+            return []
+        ring = self.ring
+        if ring and ring[0].id <= after + 1:
+            start = after + 1 - ring[0].id
+            return list(itertools.islice(ring, start, start + limit))
+        async with self.lock:
+            if after < self.pruned_through:
+                return None
+            rows = await self.fetch(
+                "SELECT id, type, data FROM events WHERE id > ? ORDER BY id LIMIT ?",
+                (after, limit),
+            )
+        return [frame(int(r[0]), str(r[1]), bytes(r[2])) for r in rows]
