@@ -30,8 +30,8 @@ from wire.errors import RemoteWireError
 
 log = logging.getLogger(__name__)
 
-#: Sends one tap to its agent: returns the agent's outcome, or raises.
-Sender = Callable[[Tap], Awaitable[str]]
+#: Sends one tap to its agent: returns the agent's outcome and reason, or raises.
+Sender = Callable[[Tap], Awaitable[tuple[str, str | None]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,7 @@ class Result:
     outcome: Outcome
     reason: str | None
     request_id: str
+    conflict: bool = False
 
 
 class Answering:
@@ -71,7 +72,8 @@ class Answering:
                 if existing is None:
                     await _insert(db, decision.record, now)
                 rec = decision.record
-                return Result(rec.outcome or Outcome.REFUSED, rec.reason, tap.request_id)
+                outcome = rec.outcome or Outcome.REFUSED
+                return Result(outcome, rec.reason, tap.request_id, conflict=decision.conflict)
             if existing is None:
                 await _insert(db, decision.record, now)
             else:
@@ -87,7 +89,7 @@ class Answering:
         agent_outcome: str | None
         reason: str | None = None
         try:
-            agent_outcome = await send(record.tap)
+            agent_outcome, reason = await send(record.tap)
         except AgentUnreachable as exc:
             log.info("answer %s: not sure it arrived: %s", record.tap.request_id, exc)
             agent_outcome = None
@@ -133,11 +135,14 @@ class Answering:
         ) as cur:
             return [_row(r) for r in await cur.fetchall()]
 
-    async def resend_pending(self, agent: str, send: Sender) -> list[Result]:
-        """Send every pending tap of ``agent`` again, same request ids (after a restart)."""
+    async def resend_pending(
+        self, agent: str, send: Sender, ask_id: str | None = None
+    ) -> list[Result]:
+        """Send pending taps of ``agent`` (of one ask, if given) again, same request ids."""
         results = []
         for record in await self.pending(agent):
-            results.append(await self.tap(record.tap, send))
+            if ask_id is None or record.tap.ask_id == ask_id:
+                results.append(await self.tap(record.tap, send))
         return results
 
     async def tapped(self, agent: str, ask_id: str) -> bool:

@@ -67,20 +67,20 @@ class TapDecision:
     action: Action
     record: Record
     claim: bool = False  # take the ask's claim in the same transaction
+    conflict: bool = False  # the request id was used for another answer: nothing is sent
 
 
 def on_tap(existing: Record | None, claim_holder: str | None, tap: Tap) -> TapDecision:
     """Decide a tap, given its ledger record (if any) and who holds the ask's claim."""
     if existing is not None:
         if existing.tap != tap:
-            conflict = Record(
+            refused = Record(
                 tap=existing.tap,
                 attempts=existing.attempts,
                 settled=existing.settled,
                 outcome=Outcome.REFUSED,
-                reason="conflict",
             )
-            return TapDecision(Action.REPLY, conflict)
+            return TapDecision(Action.REPLY, refused, conflict=True)
         if existing.settled:
             return TapDecision(Action.REPLY, existing)
         return TapDecision(Action.SEND, replace(existing, attempts=existing.attempts + 1))

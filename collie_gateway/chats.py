@@ -54,6 +54,7 @@ from wire.messages import (
     ItemDelta,
     ItemUpdated,
     TurnStopped,
+    decode,
 )
 
 if TYPE_CHECKING:
@@ -199,12 +200,12 @@ class Chats:
                 raise _ReadFailed(ReadStatus.NO_LIST)
             if not 200 <= fetched.status < 300:
                 raise _ReadFailed(ReadStatus.FAILED)
-            return msgspec.json.decode(fetched.body, type=ConversationPage)
+            return decode(fetched.body, ConversationPage)
         except AgentUnreachable as exc:
             raise _ReadFailed(ReadStatus.FAILED if exc.midway else ReadStatus.NO_ANSWER) from None
         except AgentRejected:
             raise _ReadFailed(ReadStatus.VERSION) from None
-        except (RemoteWireError, msgspec.DecodeError, msgspec.ValidationError):
+        except RemoteWireError:
             raise _ReadFailed(ReadStatus.FAILED) from None
 
     def _refresh_closed_soon(self, agent: str) -> None:
@@ -247,7 +248,7 @@ class Chats:
             raise AgentRejected("no such conversation", status=404, code="not_found")
         if not 200 <= fetched.status < 300:
             raise AgentRejected(f"the agent answered {fetched.status}", status=fetched.status)
-        conv = msgspec.json.decode(fetched.body, type=Conversation)
+        conv = decode(fetched.body, Conversation)
         state = ChatState(conv=msgspec.structs.replace(conv, items=None))
         for item in conv.items or []:
             state.put(item)
@@ -316,7 +317,7 @@ class Chats:
                 if state is not None:
                     state.put(item)
                 if item.kind == "user":
-                    self._echoed(key, item)
+                    self._echoed(key, item, now)
                 self.gw.bus.publish(
                     "chat.item", {"agent": agent, "conversation_id": cid, "item": item}
                 )
@@ -362,11 +363,11 @@ class Chats:
         )
         self.gw.save_note(agent, conv_id, key, note)
 
-    def _echoed(self, key: tuple[str, str], item: Item) -> None:
+    def _echoed(self, key: tuple[str, str], item: Item, now: datetime) -> None:
         lines = self.mine.get(key)
         if not lines:
             return
-        mine = match_echo(lines, item)
+        mine = match_echo(lines, item, now)
         if mine is not None:
             lines.remove(mine)
 

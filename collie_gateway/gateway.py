@@ -71,6 +71,7 @@ class Gateway:
         gateway = cls(settings, store)
         gateway.mirrors = await store.load_mirrors(gateway.sources)
         store.start_flusher()
+        gateway.spawn(gateway._resend_loop(), "resend-loop")
         for source in settings.sources:
             link = AgentLink(source, gateway.mirrors[source.name], gateway, settings.timing)
             gateway.links[source.name] = link
@@ -114,8 +115,10 @@ class Gateway:
         if change.counts_changed:
             self._publish_row(mirror)
         now = self.settings.clock()
-        if isinstance(event, AskResolved) and change.resolved is not None:
-            self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
+        if isinstance(event, AskResolved):
+            if change.resolved is not None:
+                self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
+            self.spawn(self.resend_pending(mirror.name, event.ask_id), "settle")
         self.chats.on_event(mirror.name, event, change, now)
         for hook in self.hooks:
             hook(mirror, event, change)
@@ -196,9 +199,8 @@ class Gateway:
         if refusal is not None:
             return await self._remember(tap, await self.answering.refuse(tap, refusal))
         result = await self.answering.tap(tap, self._send_reply)
-        if result.outcome is Outcome.REFUSED and result.reason == "conflict":
-            result = Result(Outcome.REFUSED, cat["refused_conflict"], request_id)
-            return result
+        if result.conflict:
+            return Result(Outcome.REFUSED, cat["refused_conflict"], request_id, conflict=True)
         return await self._remember(tap, result)
 
     def _always_refusal(self, agent: str, ask: Ask | None, answer: Answer) -> str | None:
@@ -232,19 +234,30 @@ class Gateway:
                 self.card_states.setdefault(key, {})[tap.ask_id] = state
         return result
 
-    async def _send_reply(self, tap: Tap) -> str:
+    async def _send_reply(self, tap: Tap) -> tuple[str, str | None]:
         answer = decode(tap.answer, Answer)
         body = Reply(request_id=tap.request_id, version=tap.version, answer=answer)
         path = f"/asks/{quote(tap.ask_id, safe='')}/reply"
         fetched = await self.client(tap.agent).post(path, body)
         if fetched.status >= 500:
             raise AgentUnreachable(f"the agent answered {fetched.status}")
-        return expect(fetched, ReplyResult).outcome
+        result = expect(fetched, ReplyResult)
+        return result.outcome, result.reason
 
-    async def resend_pending(self, agent: str) -> None:
-        """Send the agent's unsettled taps again, with their request ids (after a restart)."""
+    async def _resend_loop(self) -> None:
+        """Every ``resend_interval`` s, send unsettled taps of ready agents again (T1)."""
+        while True:
+            await asyncio.sleep(self.settings.resend_interval)
+            for name, mirror in self.mirrors.items():
+                if mirror.state is LinkState.READY:
+                    await self.resend_pending(name)
+
+    async def resend_pending(self, agent: str, ask_id: str | None = None) -> None:
+        """Send the agent's unsettled taps again, with their request ids: after a restart,
+        when the link is back, and when an ask with an unsettled tap closes."""
         try:
-            for result in await self.answering.resend_pending(agent, self._send_reply):
+            pending = await self.answering.resend_pending(agent, self._send_reply, ask_id)
+            for result in pending:
                 record = await self.answering.lookup(result.request_id)
                 if record is not None:
                     await self._remember(record.tap, result)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -31,7 +31,9 @@ __all__ = [
 ]
 
 MAX_SOURCE_CHARS: Final = 100_000  # longer text is cut (with "…") before parsing
-MAX_NESTING: Final = 20  # markdown-it's CommonMark default; deeper markup stays text
+# markdown-it's CommonMark default: blocks nested deeper are left out, and inline markup
+# nested deeper keeps its text but loses its tags.
+MAX_NESTING: Final = 20
 MAX_URL_CHARS: Final = 2048
 # Links open outside the chat without telling the site where they came from. No target:
 # how a link opens is the app's choice.
@@ -40,9 +42,10 @@ ALLOWED_TAGS: Final = frozenset(
     {"h1", "h2", "h3", "h4", "h5", "h6", "p", "ul", "ol", "li", "em", "strong", "code", "pre"}
     | {"a", "blockquote", "hr", "br"}
 )
-# "start" keeps an ordered list's first number ("3. …"); it is only ever digits.
-ALLOWED_ATTRIBUTES: Final = {"a": frozenset({"href", "rel"}), "code": frozenset({"class"})} | {
-    "ol": frozenset({"start"})
+ALLOWED_ATTRIBUTES: Final[Mapping[str, frozenset[str]]] = {
+    "a": frozenset({"href", "rel"}),
+    "code": frozenset({"class"}),  # "language-…" of a fenced block
+    "ol": frozenset({"start"}),  # an ordered list's first number ("3. …"); only digits
 }
 _LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]{1,32}")
 # Categories no link may hold: controls, format characters (bidi overrides, zero widths),
@@ -75,8 +78,6 @@ def _https(url: str) -> str | None:
         return None
     if parts.scheme.lower() != "https" or not parts.hostname or "@" in parts.netloc:
         return None
-    if any(c.isspace() or ord(c) < 0x20 or c in "\\<>\"'`" for c in parts.netloc):
-        return None
     return "https://" + parts.netloc.lower() + url[8 + len(parts.netloc) :]
 
 
@@ -89,7 +90,7 @@ class _Markdown(MarkdownIt):
 
 
 def _inline_text(tokens: Sequence[Token]) -> str:
-    """Plain text of inline tokens, as markdown-it renders alt text."""
+    """Plain text of inline tokens (an image's alt text), with line breaks as spaces."""
     out: list[str] = []
     for tok in tokens:
         if tok.type in ("text", "code_inline", "text_special"):
@@ -116,28 +117,30 @@ def _clean_inline(children: list[Token]) -> list[Token]:
     out: list[Token] = []
     stack: list[bool] = []  # per open tag: whether it is kept
     depth = 0  # open tags kept
-    in_link = False
+    link: str | None = None  # the address of the link we are in
     for tok in children:
         if tok.nesting == -1:
             if stack and stack.pop():
                 out.append(tok)
                 depth -= 1
-                in_link = in_link and tok.type != "link_close"
+                link = None if tok.type == "link_close" else link
             continue
         if tok.type == "image":
+            # Not loaded: its alt text, linked to it when it may be; inside a link with no alt
+            # text, the link's own address, so the link stays visible.
             label = _inline_text(tok.children or ())
             src = _https(str(tok.attrs.get("src", "")))
-            if src is not None and not in_link and depth < MAX_NESTING:
+            if src is not None and link is None and depth < MAX_NESTING:
                 out.extend(_link_tokens(src, label or src, tok.level))
-            elif label:
-                out.append(Token("text", "", 0, content=label, level=tok.level))
+            elif label or link:
+                out.append(Token("text", "", 0, content=label or str(link), level=tok.level))
             continue
         keep = tok.nesting == 0 or depth < MAX_NESTING
         if tok.type == "link_open":
             href = _https(str(tok.attrs.get("href", "")))
-            keep = keep and href is not None and not in_link
+            keep = keep and href is not None and link is None
             tok.attrs = {"href": str(href)}
-            in_link = in_link or keep
+            link = href if keep else link
         else:
             tok.attrs = {}
         if tok.nesting == 1:
@@ -182,7 +185,7 @@ def _build() -> _Markdown:
     md.add_render_rule("link_open", _render_link_open)
     md.add_render_rule("fence", _render_code)
     md.add_render_rule("code_block", _render_code)
-    # Never produced with HTML off; rendered as text should that ever change.
+    # Never reached (HTML is off and _clean replaces images); text, should that change.
     for name in ("html_block", "html_inline", "image"):
         md.add_render_rule(name, _render_as_text)
     return md

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["MASK", "Redactor", "redactor_from_env"]
+__all__ = ["ELLIPSIS", "ENV_VAR", "MASK", "Redactor", "redactor_from_env"]
 
 MASK: Final = "••••"
 ELLIPSIS: Final = "…"
@@ -112,10 +112,8 @@ def _value_rule(name: str, regex: str, check: Callable[[str], bool]) -> _Rule:
 
 
 def _value(m: re.Match[str]) -> str:
-    for group in ("s", "s_1", "s_2"):
-        if group in m.re.groupindex and m.group(group) is not None:
-            return m.group(group)
-    return m.group(0)
+    """The value of a rule with groups s, s_1 and s_2 (one per quoting): whichever matched."""
+    return str(m.group("s") or m.group("s_1") or m.group("s_2"))
 
 
 _KEYWORDS = (
@@ -152,7 +150,11 @@ _RULES: Final[tuple[_Rule, ...]] = (
         re.compile(_START + r"(?P<k>AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
     ),
     _Rule("google-api-key", re.compile(_START + r"(?P<k>AIza)[A-Za-z0-9_-]{30,}")),
-    _Rule("slack-token", re.compile(_START + r"(?P<k>xox[abeoprs]-)[A-Za-z0-9-]{10,}")),
+    _Rule(
+        "slack-token",
+        re.compile(_START + r"(?P<k>xox[abeoprs]-)[A-Za-z0-9-]{10,}"),
+        lambda m: any(c.isdigit() for c in m.group(0)),  # not "xoxo-hugs-and-kisses"
+    ),
     _Rule("slack-app-token", re.compile(_START + r"(?P<k>xapp-)[0-9]-[A-Za-z0-9-]{10,}")),
     _Rule(
         "slack-webhook",
@@ -258,18 +260,17 @@ def _mask_once(text: str) -> str:
     return "".join(out)
 
 
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[: limit - 1] + ELLIPSIS
+def _cut(text: str, keep: int) -> str:
+    """The first ``keep - 1`` characters and "…"."""
+    return text[: keep - 1] + ELLIPSIS
 
 
 @dataclass(frozen=True, slots=True)
 class Redactor:
     """Masks secrets in text, or passes it through when ``enabled`` is false.
 
-    ``Redactor().mask("token ghp_…")`` gives ``"token ghp_••••"``; build it once with
-    ``redactor_from_env(os.environ)``.
+    ``mask("push with ghp_" + 36 letters)`` gives ``"push with ghp_••••"``. Build it once
+    with ``redactor_from_env(os.environ)``; ``mask`` suits any ``Callable[[str], str]`` hook.
     """
 
     enabled: bool = True

@@ -310,6 +310,7 @@ async def send_message(request: web.Request) -> web.Response:
         sent_at=request.app[SETTINGS].clock(),
         state=LineState.SENDING,
         steer=body.steer,
+        after_item=gw.chats.last_item.get((agent, conv_id)),
     )
     gw.chats.line_sent(agent, conv_id, line)
     wire_body = SendMessage(
@@ -464,7 +465,7 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/api/v1/agents/{agent}", agent_home)
     r.add_get("/api/v1/agents/{agent}/conversations", conversation_list)
     r.add_post("/api/v1/agents/{agent}/conversations", start_conversation)
-    r.add_get("/api/v1/agents/{agent}/conversations/closed", closed_page)
+    r.add_get("/api/v1/agents/{agent}/closed", closed_page)
     r.add_get("/api/v1/agents/{agent}/conversations/{conversation}", chat)
     base = "/api/v1/agents/{agent}/conversations/{conversation}"
     r.add_post(base + "/messages", send_message)

@@ -48,6 +48,7 @@ class Settings:
     clock: Callable[[], datetime] = utc_now
     phone_ring: int = 10_000  # phone events kept for Last-Event-ID replay
     redact: bool = True
+    resend_interval: float = 30.0  # ours: unsettled answers are sent again this often
 
     @property
     def needs_token(self) -> bool:

@@ -14,6 +14,8 @@ mid-stream (GOAWAY, reset) resent with the same ``apns-id``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 import json
 import logging
 import random
@@ -35,6 +37,12 @@ from push.models import Delivery, Device, Environment, Notification, Outcome, Pr
 from push.payloads import Content, apns_request, valid_apns_token
 
 log = logging.getLogger(__name__)
+
+# httpcore imports anyio and its asyncio backend on the first request, inside the event
+# loop: some 40 ms of imports in one step. Import them with this module instead.
+for _module in ("anyio", "anyio.streams.tls", "anyio._backends._asyncio"):
+    with contextlib.suppress(ImportError):
+        importlib.import_module(_module)
 
 PRODUCTION_URL: Final = "https://api.push.apple.com"
 SANDBOX_URL: Final = "https://api.sandbox.push.apple.com"

@@ -209,7 +209,7 @@ class PushLimiter:
                     raise ValueError("silenced_until is not an integer")
                 agent.silenced_until = silenced
                 limiter._agents[str(key)] = agent
-        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValueError(f"malformed limiter state: {exc}") from None
         return limiter
 

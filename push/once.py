@@ -34,7 +34,8 @@ class OnceStore(Protocol):
 
 
 class SqliteOnce:
-    """A ``OnceStore`` in a table of the gateway's SQLite database.
+    """A ``OnceStore`` in a table of the gateway's SQLite database. It commits on the
+    connection it is given: give it its own, or call it between your transactions.
 
     Usage::
 

@@ -204,18 +204,22 @@ class WebhookTarget:
             self._session = None
 
     async def post(self, body: bytes) -> WebhookResult:
-        """Post ``body`` (JSON bytes), signed afresh on each try; 429, 5xx and lost
-        connections are retried per the retry policy."""
+        """Post ``body`` (JSON bytes), signed afresh with a later ``t`` on each try; 429, 5xx
+        and lost connections are retried per the retry policy."""
         if self._session is None:
             self._session = aiohttp.ClientSession()
         tries = 0
+        t = -1
         while True:
             tries += 1
             status: int | None = None
             retry_after: float | None = None
+            # Each try gets a later t: a receiver that saw (and failed) the last try would
+            # otherwise refuse this one as a replay.
+            t = max(int(self._clock()), t + 1)
             headers = {
                 "Content-Type": "application/json",
-                SIGNATURE_HEADER: sign(body, self._secrets, int(self._clock())),
+                SIGNATURE_HEADER: sign(body, self._secrets, t),
             }
             try:
                 async with (

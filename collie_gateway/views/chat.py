@@ -40,6 +40,7 @@ class MyLine:
     sent_at: datetime
     state: LineState
     steer: bool = False
+    after_item: str | None = None  # the newest item when it was sent: where it is drawn
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,16 +110,15 @@ class ChatContext:
     redact: Callable[[str], str] | None = None
 
 
-def match_echo(lines: Iterable[MyLine], item: Item) -> MyLine | None:
-    """The pending line a user item echoes: by request id, else by text within 30 s (C5)."""
+def match_echo(lines: Iterable[MyLine], item: Item, now: datetime) -> MyLine | None:
+    """The pending line a user item echoes: by request id, else by the same text within
+    30 s (C5) of the item's time, or of ``now`` when the item carries none."""
     pending = list(lines)
     if item.request_id is not None:
         return next((m for m in pending if m.request_id == item.request_id), None)
-    at = as_utc(item.at) if item.at is not None else None
+    at = as_utc(item.at) if item.at is not None else as_utc(now)
     for mine in pending:
-        if mine.text != item.text:
-            continue
-        if at is None or abs(at - as_utc(mine.sent_at)) <= ECHO_WINDOW:
+        if mine.text == item.text and abs(at - as_utc(mine.sent_at)) <= ECHO_WINDOW:
             return mine
     return None
 
@@ -192,14 +192,23 @@ def build_chat(
     by_item: dict[str | None, list[Note]] = {}
     for note in notes:
         by_item.setdefault(note.after_item, []).append(note)
+    visible = [m for m in mine if ctx.now - as_utc(m.sent_at) < LINE_LIFETIME]
+    known = {item.id for item in items}
+    mine_after: dict[str | None, list[MyLine]] = {}
+    for m in visible:
+        mine_after.setdefault(m.after_item if m.after_item in known else None, []).append(m)
     lines.extend(_note_lines(by_item.pop(None, [])))
+    first_mine = mine_after.pop(None, [])
+    if not items:
+        lines.extend(my_line(m, cat) for m in first_mine)
     for item in items:
         lines.append(item_line(item, cat))
         lines.extend(_note_lines(by_item.pop(item.id, [])))
+        lines.extend(my_line(m, cat) for m in mine_after.pop(item.id, []))
     for rest in by_item.values():
         lines.extend(_note_lines(rest))
-    visible = [m for m in mine if ctx.now - as_utc(m.sent_at) < LINE_LIFETIME]
-    lines.extend(my_line(m, cat) for m in visible)
+    if items:
+        lines.extend(my_line(m, cat) for m in first_mine)
     composer = Composer()
     if visible:
         last = visible[-1]
@@ -212,7 +221,7 @@ def build_chat(
         not read_only
         and newest is not None
         and newest.mine
-        and newest.state != LineState.NOT_SENT.value
+        and newest.state in (None, LineState.SENDING.value, LineState.SENT.value)
     )
     cards = build_cards(
         conv.asks if not read_only else [],

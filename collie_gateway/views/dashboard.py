@@ -20,7 +20,7 @@ _STATE_KEYS = {
 }
 
 
-class RightEdge(msgspec.Struct, kw_only=True):
+class RightEdge(msgspec.Struct, kw_only=True, omit_defaults=True):
     """D5/D6: counts when ready (``waiting`` null when zero), else a state label."""
 
     open: int | None = None

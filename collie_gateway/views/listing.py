@@ -164,7 +164,7 @@ def footer_for(closed: ClosedRead, ctx: ListContext) -> Footer | None:
             kind="load_more",
             text=ctx.catalogue["footer_load_more"],
             href=(
-                f"{_agent_path(ctx.agent)}/conversations/closed"
+                f"{_agent_path(ctx.agent)}/closed"
                 f"?cursor={quote(closed.next_cursor, safe='')}"
             ),
         )

@@ -219,7 +219,7 @@ class AnswersMachine(RuleBasedStateMachine):
     def check_conflict(self, before: Record, decision: TapDecision, sent_before: int) -> None:
         assert decision.action is Action.REPLY
         assert decision.record.outcome is Outcome.REFUSED
-        assert decision.record.reason == "conflict"
+        assert decision.conflict
         assert decision.record.tap == before.tap
         assert len(self.sent) == sent_before
         assert self.ledger[before.tap.request_id] == before
@@ -281,7 +281,8 @@ class AnswersMachine(RuleBasedStateMachine):
     def only_one_tap_is_accepted_per_ask(self) -> None:
         for ask_id in ASKS:
             accepted = [
-                r for r in self.ledger.values()
+                r
+                for r in self.ledger.values()
                 if r.tap.ask_id == ask_id and r.outcome is Outcome.ACCEPTED
             ]
             assert len(accepted) <= 1
@@ -343,9 +344,7 @@ class AnswersMachine(RuleBasedStateMachine):
             assert line.closed == (record.outcome is Outcome.ACCEPTED)
 
 
-AnswersMachine.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=30, deadline=None
-)
+AnswersMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)
 TestAnswersMachine = AnswersMachine.TestCase
 
 
@@ -389,7 +388,11 @@ def test_T1_agent_decided_first() -> None:
     settlement = on_result(sent(make_tap()), "decided")
     assert settlement.release_claim
     shown = line(settlement.record)
-    assert (shown.line, shown.frozen, shown.closed) == ("Decided in the durable agent.", True, False)
+    assert (shown.line, shown.frozen, shown.closed) == (
+        "Decided in the durable agent.",
+        True,
+        False,
+    )
 
 
 def test_T1_ask_expired_first() -> None:
@@ -485,7 +488,8 @@ def test_T1_same_request_id_other_answer_is_refused_and_not_sent() -> None:
     conflict = on_tap(first, "r1", make_tap("r1", answer=DENY))
     assert conflict.action is Action.REPLY
     assert not conflict.claim
-    assert (conflict.record.outcome, conflict.record.reason) == (Outcome.REFUSED, "conflict")
+    assert conflict.conflict
+    assert conflict.record.outcome is Outcome.REFUSED
     assert conflict.record.tap == first.tap  # the first record is kept, unchanged
 
 

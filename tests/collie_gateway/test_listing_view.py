@@ -235,7 +235,7 @@ def test_L6_load_more_reads_the_next_page() -> None:
     read = ClosedRead(rows=[conv("c9", state="closed")], next_cursor="p2", drawn=True)
     more = footer(build_list([], read, ctx()))
     assert (more.kind, more.text) == ("load_more", "Load more")
-    assert more.href == "/api/v1/agents/desk/conversations/closed?cursor=p2"
+    assert more.href == "/api/v1/agents/desk/closed?cursor=p2"
 
 
 def test_L6_load_more_cursor_is_url_encoded() -> None:
@@ -245,7 +245,7 @@ def test_L6_load_more_cursor_is_url_encoded() -> None:
     assert more is not None
     assert more.href is not None
     parts = urlsplit(more.href)
-    assert parts.path == "/api/v1/agents/my%20desk/conversations/closed"
+    assert parts.path == "/api/v1/agents/my%20desk/closed"
     assert parse_qs(parts.query) == {"cursor": [cursor]}
     assert parts.fragment == ""
 

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from markdown_it.token import Token
 
 from collie_gateway.markdown import (
+    _MD,
     ALLOWED_ATTRIBUTES,
     ALLOWED_TAGS,
     LINK_REL,
@@ -175,6 +177,18 @@ def test_C2_hostile_input_renders_safe(case: dict[str, str]) -> None:
             f'<p><a href="https://example.com/c.png" rel="{LINK_REL}">https://example.com/c.png</a>'
             "</p>\n",
         ),
+        (
+            "![a ![b](https://x.example/b.png) `c`\nd *e*](https://x.example/a.png)",
+            f'<p><a href="https://x.example/a.png" rel="{LINK_REL}">a b c d e</a></p>\n',
+        ),
+        (
+            "[![](https://x.example/badge.svg)](https://ci.example)",
+            f'<p><a href="https://ci.example" rel="{LINK_REL}">https://ci.example</a></p>\n',
+        ),
+        (
+            "[![build](https://x.example/badge.svg)](https://ci.example)",
+            f'<p><a href="https://ci.example" rel="{LINK_REL}">build</a></p>\n',
+        ),
     ],
 )
 def test_C2_markdown_renders(source: str, html: str) -> None:
@@ -228,6 +242,20 @@ def test_nesting_is_capped() -> None:
     assert html.count("<strong>") <= MAX_NESTING
     assert html.count("<blockquote>") <= MAX_NESTING
     assert violations(html) == []
+
+
+def test_images_past_the_nesting_cap_are_dropped() -> None:
+    deep = "*" * 60 + "![](https://x.example/i.png)![alt](https://x.example/j.png)" + "*" * 60
+    html = render(deep)
+    assert "i.png" not in html
+    assert "alt" in html
+    assert violations(html) == []
+
+
+def test_raw_html_tokens_would_render_as_text() -> None:
+    """Defence in depth: were HTML parsing ever turned on, its tokens render as text."""
+    token = Token("html_inline", "", 0, content="<b onclick=x>hi</b>")
+    assert _MD.renderer.render([token], _MD.options, {}) == "&lt;b onclick=x&gt;hi&lt;/b&gt;"
 
 
 # Markdown syntax and hostile pieces, so generated text exercises links, HTML and nesting.

@@ -87,6 +87,16 @@ def test_mask_cut_lengths(text: str, limit: int, expect: str) -> None:
     assert ON.mask_cut(text, limit) == expect
 
 
+def test_mask_cut_stays_within_limit_when_the_cut_exposes_a_password() -> None:
+    # Whole, the "password" holds a placeholder; cut, a one-letter password appears whose
+    # mask is longer than itself, so the cut moves left.
+    text = "x://u:p@h<x>@host"
+    assert ON.mask(text) == text
+    out = ON.mask_cut(text, 12)
+    assert len(out) <= 12
+    assert ON.mask(out) == out
+
+
 def test_several_secrets_in_one_title() -> None:
     a, b = SECRETS[0], SECRETS[20]
     text = f"{a['input']} then {b['input']}"

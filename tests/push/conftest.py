@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestServer
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from pytest_aiohttp import AiohttpServer
 
 from collie_gateway.strings import Catalogue
 from push import Content, Device, Environment, Provider, ServiceAccount
@@ -99,9 +100,7 @@ async def apns_server(tls: Tls, apns_key: ec.EllipticCurvePrivateKey) -> AsyncIt
 
 
 @pytest.fixture
-async def sandbox_server(
-    tls: Tls, apns_key: ec.EllipticCurvePrivateKey
-) -> AsyncIterator[FakeApns]:
+async def sandbox_server(tls: Tls, apns_key: ec.EllipticCurvePrivateKey) -> AsyncIterator[FakeApns]:
     server = FakeApns(tls, public_key=apns_key.public_key(), key_id=KEY_ID, team_id=TEAM_ID)
     await server.start()
     yield server
@@ -110,13 +109,12 @@ async def sandbox_server(
 
 @pytest.fixture
 async def fcm_server(
-    aiohttp_server: Callable[..., object], rsa_key: rsa.RSAPrivateKey
-) -> AsyncIterator[tuple[FakeFcm, TestServer]]:
+    aiohttp_server: AiohttpServer, rsa_key: rsa.RSAPrivateKey
+) -> tuple[FakeFcm, TestServer]:
     fake = FakeFcm(public_key=rsa_key.public_key(), client_email=EMAIL, project_id=PROJECT)
-    server = await aiohttp_server(fake.app())  # type: ignore[operator]
-    assert isinstance(server, TestServer)
+    server = await aiohttp_server(fake.app())
     fake.token_uri = str(server.make_url("/token"))
-    yield fake, server
+    return fake, server
 
 
 @pytest.fixture

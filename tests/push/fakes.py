@@ -111,9 +111,7 @@ def make_tls(directory: Path) -> Tls:
     server.minimum_version = ssl.TLSVersion.TLSv1_2
     server.load_cert_chain(cert_path, key_path)
     server.set_alpn_protocols(["h2"])
-    client = ssl.create_default_context(
-        cadata=ca.public_bytes(serialization.Encoding.PEM).decode()
-    )
+    client = ssl.create_default_context(cadata=ca.public_bytes(serialization.Encoding.PEM).decode())
     return Tls(server=server, client=client)
 
 
@@ -170,7 +168,7 @@ class FakeApns:
         self.requests: list[ApnsSeen] = []
         self.alpn: list[str | None] = []
         self._server: asyncio.Server | None = None
-        self._transports: set[asyncio.BaseTransport] = set()
+        self._transports: set[asyncio.WriteTransport] = set()
         self._handlers: set[asyncio.Task[None]] = set()
         self._connections = itertools.count(1)
 
@@ -317,19 +315,31 @@ class FcmReply:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-def fcm_error(status: int, code: str, message: str = "", **extra: object) -> FcmReply:
+def fcm_error(
+    status: int,
+    code: str,
+    message: str = "",
+    *,
+    headers: tuple[tuple[str, str], ...] = (),
+) -> FcmReply:
     """An FCM v1 error body: google.rpc.Status with an FcmError detail."""
-    names = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
-             404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
-    details: list[object] = [
-        {"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": code}
-    ]
-    details.extend(extra.get("more_details", []))  # type: ignore[call-overload]
-    body = {"error": {"code": status, "message": message, "status": names.get(status, code),
-                      "details": details}}
-    headers = extra.get("headers", ())
-    assert isinstance(headers, tuple)
-    return FcmReply(status, body, headers)
+    names = {
+        400: "INVALID_ARGUMENT",
+        401: "UNAUTHENTICATED",
+        403: "PERMISSION_DENIED",
+        404: "NOT_FOUND",
+        429: "RESOURCE_EXHAUSTED",
+        500: "INTERNAL",
+        503: "UNAVAILABLE",
+    }
+    detail = {"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": code}
+    error = {
+        "code": status,
+        "message": message,
+        "status": names.get(status, code),
+        "details": [detail],
+    }
+    return FcmReply(status, {"error": error}, headers)
 
 
 @dataclass

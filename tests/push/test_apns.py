@@ -6,8 +6,8 @@ import asyncio
 import json
 import uuid
 from collections.abc import Callable
-from email.utils import format_datetime
 from datetime import UTC, datetime
+from email.utils import format_datetime
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -27,7 +27,7 @@ from push import (
     open_envelope,
 )
 from tests.push.conftest import KEY_ID, T0, TEAM_ID, TOPIC, FakeClock, FakeSleep, apns_device
-from tests.push.fakes import ApnsSeen, FakeApns, Reply, Tls
+from tests.push.fakes import Action, ApnsSeen, FakeApns, Reply, Script, Tls
 
 NOTE = AskNotification(
     machine="m1",
@@ -75,7 +75,7 @@ def make_client(
     return make
 
 
-def script(*actions: Reply | str) -> Callable[[ApnsSeen], Reply | str]:
+def script(*actions: Action) -> Script:
     """Answer requests with ``actions`` in turn, then 200."""
     queue = list(actions)
     return lambda seen: queue.pop(0) if queue else Reply(200)
@@ -86,7 +86,8 @@ async def test_P2_sent_with_the_headers_apple_expects(
 ) -> None:
     async with make_client() as apns:
         delivery = await apns.send(apns_device(), NOTE)
-    assert delivery.outcome is Outcome.SENT and delivery.status == 200
+    assert delivery.outcome is Outcome.SENT
+    assert delivery.status == 200
     [seen] = apns_server.requests
     assert apns_server.alpn == ["h2"]
     assert seen.headers[":path"] == "/3/device/" + "a1" * 32
@@ -119,13 +120,15 @@ async def test_one_provider_jwt_for_many_sends_renewed_at_40_minutes(
     async with make_client() as apns:
         deliveries = await asyncio.gather(*(apns.send(apns_device(), NOTE) for _ in range(40)))
         assert all(d.ok for d in deliveries)
-        assert apns.tokens_minted == 1 and len(apns_server.jwts) == 1
+        assert apns.tokens_minted == 1
+        assert len(apns_server.jwts) == 1
         clock.advance(40 * 60 - 0.001)
         assert (await apns.send(apns_device(), NOTE)).ok
         assert apns.tokens_minted == 1
         clock.advance(0.001)
         assert (await apns.send(apns_device(), NOTE)).ok
-        assert apns.tokens_minted == 2 and len(apns_server.jwts) == 2
+        assert apns.tokens_minted == 2
+        assert len(apns_server.jwts) == 2
 
 
 def test_token_refresh_must_lie_between_20_and_60_minutes(
@@ -165,9 +168,18 @@ REGISTERED = T0 - 86_400
         (Reply(405, {"reason": "MethodNotAllowed"}), Outcome.FAILED),
         (Reply(413, {"reason": "PayloadTooLarge"}), Outcome.FAILED),
         # 410: gone only when the device registered before Apple's timestamp (ms).
-        (Reply(410, {"reason": "Unregistered", "timestamp": int(REGISTERED * 1000) + 1}), Outcome.GONE),
-        (Reply(410, {"reason": "Unregistered", "timestamp": int(REGISTERED * 1000)}), Outcome.FAILED),
-        (Reply(410, {"reason": "Unregistered", "timestamp": int(REGISTERED * 1000) - 1}), Outcome.FAILED),
+        (
+            Reply(410, {"reason": "Unregistered", "timestamp": int(REGISTERED * 1000) + 1}),
+            Outcome.GONE,
+        ),
+        (
+            Reply(410, {"reason": "Unregistered", "timestamp": int(REGISTERED * 1000)}),
+            Outcome.FAILED,
+        ),
+        (
+            Reply(410, {"reason": "Unregistered", "timestamp": int(REGISTERED * 1000) - 1}),
+            Outcome.FAILED,
+        ),
         (Reply(410, {"reason": "ExpiredToken", "timestamp": int(T0 * 1000)}), Outcome.GONE),
         (Reply(410, {"reason": "Unregistered"}), Outcome.GONE),
         (Reply(410, {"reason": "Unregistered", "timestamp": "soon"}), Outcome.GONE),
@@ -202,7 +214,8 @@ async def test_429_retried_after_retry_after(
     apns_server.script = script(Reply(429, {"reason": "TooManyRequests"}, (("retry-after", "7"),)))
     async with make_client() as apns:
         delivery = await apns.send(apns_device(), NOTE)
-    assert delivery.outcome is Outcome.SENT and delivery.attempts == 2
+    assert delivery.outcome is Outcome.SENT
+    assert delivery.attempts == 2
     assert sleeps.delays == [7.0]
     assert len({r.apns_id for r in apns_server.requests}) == 1
 
@@ -213,7 +226,8 @@ async def test_429_on_every_try_is_throttled_after_3(
     apns_server.script = lambda seen: Reply(429, {"reason": "TooManyRequests"})
     async with make_client() as apns:
         delivery = await apns.send(apns_device(), NOTE)
-    assert delivery.outcome is Outcome.THROTTLED and delivery.attempts == 3
+    assert delivery.outcome is Outcome.THROTTLED
+    assert delivery.attempts == 3
     assert sleeps.delays == [0.25, 0.5]  # capped exponential backoff, jitter at its floor
     with pytest.raises(Throttled):
         delivery.raise_for_outcome()
@@ -226,8 +240,10 @@ async def test_5xx_retried_3_tries(
     apns_server.script = lambda seen: Reply(status, {"reason": "ServiceUnavailable"})
     async with make_client() as apns:
         delivery = await apns.send(apns_device(), NOTE)
-    assert delivery.outcome is Outcome.FAILED and delivery.reason == "ServiceUnavailable"
-    assert delivery.attempts == 3 and len(apns_server.requests) == 3
+    assert delivery.outcome is Outcome.FAILED
+    assert delivery.reason == "ServiceUnavailable"
+    assert delivery.attempts == 3
+    assert len(apns_server.requests) == 3
     assert len(sleeps.delays) == 2
 
 
@@ -245,19 +261,25 @@ async def test_retry_after_as_http_date(
     make_client: MakeClient, apns_server: FakeApns, sleeps: FakeSleep, clock: FakeClock
 ) -> None:
     when = format_datetime(datetime.fromtimestamp(T0 + 12, UTC), usegmt=True)
-    apns_server.script = script(Reply(503, {"reason": "ServiceUnavailable"}, (("retry-after", when),)))
+    apns_server.script = script(
+        Reply(503, {"reason": "ServiceUnavailable"}, (("retry-after", when),))
+    )
     async with make_client() as apns:
         delivery = await apns.send(apns_device(), NOTE)
-    assert delivery.ok and sleeps.delays == [12.0]
+    assert delivery.ok
+    assert sleeps.delays == [12.0]
 
 
 async def test_retry_after_beyond_the_cap_stops_at_once(
     make_client: MakeClient, apns_server: FakeApns, sleeps: FakeSleep
 ) -> None:
-    apns_server.script = lambda seen: Reply(429, {"reason": "TooManyRequests"}, (("retry-after", "3600"),))
+    apns_server.script = lambda seen: Reply(
+        429, {"reason": "TooManyRequests"}, (("retry-after", "3600"),)
+    )
     async with make_client() as apns:
         delivery = await apns.send(apns_device(), NOTE)
-    assert delivery.outcome is Outcome.THROTTLED and delivery.attempts == 1
+    assert delivery.outcome is Outcome.THROTTLED
+    assert delivery.attempts == 1
     assert sleeps.delays == []
 
 
@@ -268,9 +290,12 @@ async def test_expired_provider_token_mints_a_new_one_and_resends_once(
     async with make_client() as apns:
         delivery = await apns.send(apns_device(), NOTE)
         assert apns.tokens_minted == 2
-    assert delivery.ok and delivery.attempts == 2 and sleeps.delays == []
+    assert delivery.ok
+    assert delivery.attempts == 2
+    assert sleeps.delays == []
     first, second = apns_server.requests
-    assert first.jwt != second.jwt and first.apns_id == second.apns_id
+    assert first.jwt != second.jwt
+    assert first.apns_id == second.apns_id
 
 
 async def test_expired_provider_token_twice_fails(
@@ -280,7 +305,8 @@ async def test_expired_provider_token_twice_fails(
     async with make_client() as apns:
         delivery = await apns.send(apns_device(), NOTE)
         assert apns.tokens_minted == 2
-    assert delivery.outcome is Outcome.FAILED and delivery.reason == "ExpiredProviderToken"
+    assert delivery.outcome is Outcome.FAILED
+    assert delivery.reason == "ExpiredProviderToken"
     assert delivery.attempts == 2
 
 
@@ -310,7 +336,8 @@ async def test_wrong_signing_key_is_refused_by_the_fake(
     other = ec.generate_private_key(ec.SECP256R1())
     async with make_client(signing_key=other) as apns:
         delivery = await apns.send(apns_device(), NOTE)
-    assert delivery.outcome is Outcome.FAILED and delivery.reason == "InvalidProviderToken"
+    assert delivery.outcome is Outcome.FAILED
+    assert delivery.reason == "InvalidProviderToken"
     assert apns_server.requests[0].jwt_error == "InvalidProviderToken"
 
 
@@ -329,14 +356,16 @@ async def test_a_server_that_never_answers_times_out_on_every_try(
     apns_server.script = lambda seen: "hang"
     async with make_client(timeout=0.2) as apns:
         delivery = await apns.send(apns_device(), NOTE)
-    assert delivery.outcome is Outcome.FAILED and delivery.reason == "timeout"
-    assert delivery.attempts == 3 and len(sleeps.delays) == 2
+    assert delivery.outcome is Outcome.FAILED
+    assert delivery.reason == "timeout"
+    assert delivery.attempts == 3
+    assert len(sleeps.delays) == 2
     assert len({r.apns_id for r in apns_server.requests}) == 1
 
 
 @pytest.mark.parametrize("action", ["goaway", "goaway-processed", "drop"])
 async def test_connection_lost_mid_stream_is_resent_with_the_same_apns_id(
-    make_client: MakeClient, apns_server: FakeApns, action: str
+    make_client: MakeClient, apns_server: FakeApns, action: Action
 ) -> None:
     apns_server.script = script(action)
     async with make_client() as apns:
@@ -355,7 +384,8 @@ async def test_goaway_for_a_later_stream_resends_on_a_new_connection(
         assert (await apns.send(apns_device(), NOTE)).ok
         assert (await apns.send(apns_device(), NOTE)).ok
     _, lost, resent = apns_server.requests
-    assert lost.apns_id == resent.apns_id and lost.connection != resent.connection
+    assert lost.apns_id == resent.apns_id
+    assert lost.connection != resent.connection
 
 
 async def test_environment_is_chosen_per_device(
@@ -365,7 +395,8 @@ async def test_environment_is_chosen_per_device(
         await apns.send(apns_device(environment=Environment.SANDBOX), NOTE)
         await apns.send(apns_device(environment=Environment.PRODUCTION), NOTE)
         await apns.send(apns_device(environment=Environment.SANDBOX), NOTE)
-    assert len(sandbox_server.requests) == 2 and len(apns_server.requests) == 1
+    assert len(sandbox_server.requests) == 2
+    assert len(apns_server.requests) == 1
 
 
 async def test_P2_private_device_gets_only_an_envelope(
@@ -388,7 +419,8 @@ async def test_P2_private_device_gets_only_an_envelope(
     collie = seen.json["collie"]
     assert isinstance(collie, dict)
     inner = json.loads(open_envelope(key, "phone-7", collie["e"]))
-    assert inner["ask"] == "ask-1" and inner["title"] == "Run the tests?"
+    assert inner["ask"] == "ask-1"
+    assert inner["title"] == "Run the tests?"
     assert inner["headline"] == "Permission needed in Refactor parser"
 
 
@@ -409,5 +441,6 @@ async def test_payload_too_large_is_failed_without_a_request(
     )
     async with make_client() as apns:
         delivery = await apns.send(apns_device(), huge)
-    assert delivery.outcome is Outcome.FAILED and delivery.reason == "PayloadTooLarge"
+    assert delivery.outcome is Outcome.FAILED
+    assert delivery.reason == "PayloadTooLarge"
     assert apns_server.requests == []

@@ -74,10 +74,13 @@ def script(*replies: FcmReply) -> Callable[[FcmSeen], FcmReply]:
     return lambda seen: queue.pop(0) if queue else FcmReply(200)
 
 
-async def test_P2_sent_with_ttl_collapse_key_and_ids(make_client: MakeClient, fake: FakeFcm) -> None:
+async def test_P2_sent_with_ttl_collapse_key_and_ids(
+    make_client: MakeClient, fake: FakeFcm
+) -> None:
     async with make_client() as fcm:
         delivery = await fcm.send(fcm_device(), NOTE)
-    assert delivery.ok and delivery.provider_id == f"projects/{PROJECT}/messages/0:1"
+    assert delivery.ok
+    assert delivery.provider_id == f"projects/{PROJECT}/messages/0:1"
     [seen] = fake.requests
     message = seen.message
     assert message["token"] == fcm_device().token
@@ -94,7 +97,8 @@ async def test_P2_sent_with_ttl_collapse_key_and_ids(make_client: MakeClient, fa
     }
     android = message["android"]
     assert isinstance(android, dict)
-    assert android["ttl"] == "91s" and android["priority"] == "high"
+    assert android["ttl"] == "91s"
+    assert android["priority"] == "high"
     assert android["collapse_key"] == android["notification"]["tag"]
 
 
@@ -104,7 +108,8 @@ async def test_the_assertion_is_rs256_for_the_messaging_scope(
     async with make_client() as fcm:
         assert (await fcm.send(fcm_device(), NOTE)).ok
     [claims] = fake.assertions
-    assert claims["iat"] == int(T0) and claims["exp"] == int(T0) + 3600
+    assert claims["iat"] == int(T0)
+    assert claims["exp"] == int(T0) + 3600
 
 
 async def test_one_oauth_token_for_many_sends_renewed_before_expiry(
@@ -113,7 +118,8 @@ async def test_one_oauth_token_for_many_sends_renewed_before_expiry(
     async with make_client() as fcm:
         deliveries = await asyncio.gather(*(fcm.send(fcm_device(), NOTE) for _ in range(30)))
         assert all(d.ok for d in deliveries)
-        assert fcm.tokens_fetched == 1 and fake.token_calls == 1
+        assert fcm.tokens_fetched == 1
+        assert fake.token_calls == 1
         clock.advance(3599 - 300 - 0.001)  # 5 minutes before expiry: still the same token
         assert (await fcm.send(fcm_device(), NOTE)).ok
         assert fcm.tokens_fetched == 1
@@ -130,8 +136,10 @@ async def test_a_401_refreshes_the_token_once(
         assert (await fcm.send(fcm_device(), NOTE)).ok
         fake.revoked.add(fake.issued[0])
         delivery = await fcm.send(fcm_device(), NOTE)
-        assert delivery.ok and delivery.attempts == 2
-        assert fcm.tokens_fetched == 2 and sleeps.delays == []
+        assert delivery.ok
+        assert delivery.attempts == 2
+        assert fcm.tokens_fetched == 2
+        assert sleeps.delays == []
 
 
 async def test_a_second_401_is_a_failure(make_client: MakeClient, fake: FakeFcm) -> None:
@@ -140,7 +148,8 @@ async def test_a_second_401_is_a_failure(make_client: MakeClient, fake: FakeFcm)
         fake.revoked.add(fake.issued[0])
         fake.script = lambda seen: fcm_error(401, "UNAUTHENTICATED")
         delivery = await fcm.send(fcm_device(), NOTE)
-    assert delivery.outcome is Outcome.FAILED and delivery.status == 401
+    assert delivery.outcome is Outcome.FAILED
+    assert delivery.status == 401
     assert delivery.attempts == 2
 
 
@@ -151,7 +160,8 @@ async def test_third_party_auth_error_does_not_refresh(
     async with make_client() as fcm:
         delivery = await fcm.send(fcm_device(), NOTE)
         assert fcm.tokens_fetched == 1
-    assert delivery.outcome is Outcome.FAILED and delivery.reason == "THIRD_PARTY_AUTH_ERROR"
+    assert delivery.outcome is Outcome.FAILED
+    assert delivery.reason == "THIRD_PARTY_AUTH_ERROR"
 
 
 BAD_TOKEN = "The registration token is not a valid FCM registration token"
@@ -168,19 +178,45 @@ PAYLOAD_VIOLATION = {
 @pytest.mark.parametrize(
     ("reply", "outcome", "reason"),
     [
-        (fcm_error(404, "UNREGISTERED", "Requested entity was not found."), Outcome.GONE, "UNREGISTERED"),
+        (
+            fcm_error(404, "UNREGISTERED", "Requested entity was not found."),
+            Outcome.GONE,
+            "UNREGISTERED",
+        ),
         (fcm_error(400, "INVALID_ARGUMENT", BAD_TOKEN), Outcome.GONE, "INVALID_ARGUMENT"),
         (
-            FcmReply(400, {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": "x",
-                                     "details": [TOKEN_VIOLATION]}}),
+            FcmReply(
+                400,
+                {
+                    "error": {
+                        "code": 400,
+                        "status": "INVALID_ARGUMENT",
+                        "message": "x",
+                        "details": [TOKEN_VIOLATION],
+                    }
+                },
+            ),
             Outcome.GONE,
             "INVALID_ARGUMENT",
         ),
         # INVALID_ARGUMENT about the payload leaves the device alone.
-        (fcm_error(400, "INVALID_ARGUMENT", "Message is too big"), Outcome.FAILED, "INVALID_ARGUMENT"),
         (
-            FcmReply(400, {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": "x",
-                                     "details": [PAYLOAD_VIOLATION]}}),
+            fcm_error(400, "INVALID_ARGUMENT", "Message is too big"),
+            Outcome.FAILED,
+            "INVALID_ARGUMENT",
+        ),
+        (
+            FcmReply(
+                400,
+                {
+                    "error": {
+                        "code": 400,
+                        "status": "INVALID_ARGUMENT",
+                        "message": "x",
+                        "details": [PAYLOAD_VIOLATION],
+                    }
+                },
+            ),
             Outcome.FAILED,
             "INVALID_ARGUMENT",
         ),
@@ -214,7 +250,9 @@ async def test_429_honours_retry_after(
     fake.script = script(fcm_error(429, "QUOTA_EXCEEDED", headers=(("Retry-After", "11"),)))
     async with make_client() as fcm:
         delivery = await fcm.send(fcm_device(), NOTE)
-    assert delivery.ok and delivery.attempts == 2 and sleeps.delays == [11.0]
+    assert delivery.ok
+    assert delivery.attempts == 2
+    assert sleeps.delays == [11.0]
 
 
 async def test_429_on_every_try_is_throttled_after_3(
@@ -223,7 +261,8 @@ async def test_429_on_every_try_is_throttled_after_3(
     fake.script = lambda seen: fcm_error(429, "QUOTA_EXCEEDED")
     async with make_client() as fcm:
         delivery = await fcm.send(fcm_device(), NOTE)
-    assert delivery.outcome is Outcome.THROTTLED and delivery.attempts == 3
+    assert delivery.outcome is Outcome.THROTTLED
+    assert delivery.attempts == 3
     assert sleeps.delays == [0.25, 0.5]
 
 
@@ -248,7 +287,8 @@ async def test_token_endpoint_5xx_is_retried_and_400_is_not(
     fake.token_script = lambda n: FcmReply(400, {"error": "invalid_grant"})
     async with make_client() as fcm:
         delivery = await fcm.send(fcm_device(), NOTE)
-    assert delivery.outcome is Outcome.FAILED and delivery.reason == "oauth: HTTP 400"
+    assert delivery.outcome is Outcome.FAILED
+    assert delivery.reason == "oauth: HTTP 400"
 
 
 async def test_a_forged_assertion_is_refused_by_the_fake(
@@ -277,7 +317,8 @@ async def test_a_server_that_never_answers_times_out(
         assert (await fcm.send(fcm_device(), NOTE)).ok  # the token first
         fake.hang = True
         delivery = await fcm.send(fcm_device(), NOTE)
-    assert delivery.outcome is Outcome.FAILED and delivery.reason == "timeout"
+    assert delivery.outcome is Outcome.FAILED
+    assert delivery.reason == "timeout"
     assert delivery.attempts == 3
 
 
@@ -309,7 +350,8 @@ async def test_a_closed_port_is_a_connection_failure(
     async with FcmClient(closed, content=content, sleep=sleeps, timeout=2.0) as fcm:
         delivery = await fcm.send(fcm_device(), NOTE)
     assert delivery.outcome is Outcome.FAILED
-    assert delivery.reason == "oauth: ClientConnectorError" and len(sleeps.delays) == 2
+    assert delivery.reason == "oauth: ClientConnectorError"
+    assert len(sleeps.delays) == 2
 
 
 async def test_a_session_passed_in_stays_open(make_client: MakeClient) -> None:
@@ -333,10 +375,12 @@ async def test_P2_private_device_gets_only_an_envelope(
     data = seen.message["data"]
     assert isinstance(data, dict)
     inner = json.loads(open_envelope(key, "droid-1", data["e"]))
-    assert inner["conversation"] == "conv-1" and inner["line"] == "pytest -q"
+    assert inner["conversation"] == "conv-1"
+    assert inner["line"] == "pytest -q"
 
 
 async def test_an_apns_device_is_refused(make_client: MakeClient, fake: FakeFcm) -> None:
     async with make_client() as fcm:
         delivery = await fcm.send(apns_device(), NOTE)
-    assert delivery.outcome is Outcome.FAILED and fake.requests == []
+    assert delivery.outcome is Outcome.FAILED
+    assert fake.requests == []

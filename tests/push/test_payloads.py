@@ -48,14 +48,18 @@ def note(**changes: object) -> AskNotification:
     return AskNotification(**fields)  # type: ignore[arg-type]
 
 
-def apns_json(device: Device, n: AskNotification | ManyAsksNotification, content: Content) -> dict[str, object]:
+def apns_json(
+    device: Device, n: AskNotification | ManyAsksNotification, content: Content
+) -> dict[str, object]:
     body = apns_request(device, n, topic="t", content=content, now=T0).body
     obj = json.loads(body)
     assert isinstance(obj, dict)
     return obj
 
 
-def alert(device: Device, n: AskNotification | ManyAsksNotification, content: Content) -> dict[str, str]:
+def alert(
+    device: Device, n: AskNotification | ManyAsksNotification, content: Content
+) -> dict[str, str]:
     aps = apns_json(device, n, content)["aps"]
     assert isinstance(aps, dict)
     result = aps["alert"]
@@ -88,15 +92,20 @@ def test_P2_wording_comes_from_the_catalogue(content: Content) -> None:
     italian = Content(strings=Catalogue({"push_permission": "Permesso richiesto in {pane}"}))
     assert alert(apns_device(), note(), italian)["title"] == "Permesso richiesto in Refactor parser"
     plain = Content(strings={"push_permission": "Needs you: {pane}", "push_private": "x"})
-    assert alert(apns_device(), note(title=None, line=None), plain) == {"title": "Needs you: Refactor parser"}
+    assert alert(apns_device(), note(title=None, line=None), plain) == {
+        "title": "Needs you: Refactor parser"
+    }
 
 
 def test_P2_title_at_most_60_and_line_at_most_120(content: Content) -> None:
     exact = alert(apns_device(), note(title="t" * 60, line="l" * 120), content)
-    assert exact["subtitle"] == "t" * 60 and exact["body"] == "l" * 120
+    assert exact["subtitle"] == "t" * 60
+    assert exact["body"] == "l" * 120
     over = alert(apns_device(), note(title="t" * 61, line="l" * 500), content)
-    assert over["subtitle"] == "t" * 59 + "…" and len(over["subtitle"]) == 60
-    assert over["body"] == "l" * 119 + "…" and len(over["body"]) == 120
+    assert over["subtitle"] == "t" * 59 + "…"
+    assert len(over["subtitle"]) == 60
+    assert over["body"] == "l" * 119 + "…"
+    assert len(over["body"]) == 120
 
 
 def test_P2_texts_are_cleaned(content: Content) -> None:
@@ -122,7 +131,8 @@ def test_X1_secrets_are_masked_before_cutting() -> None:
     got = alert(apns_device(), note(title=title, line=line, pane="deploy sk-PANE9"), content)
     assert "sk-" not in json.dumps(got)
     assert got["subtitle"] == "x" * 50 + " [secret]"
-    assert got["body"].startswith("token [secret] then ") and len(got["body"]) == 120
+    assert got["body"].startswith("token [secret] then ")
+    assert len(got["body"]) == 120
     assert got["title"] == "Permission needed in deploy [secret]"
 
 
@@ -136,13 +146,14 @@ def test_X1_secrets_are_masked_inside_the_envelope_too() -> None:
 
 
 def test_P2_the_line_gives_way_first_to_fit_4096_bytes(content: Content) -> None:
-    wide = "𝕏" * 200  # 4 UTF-8 bytes each: 800 bytes per id
+    wide = "𝕏" * 225  # 4 UTF-8 bytes each: 900 bytes per id
     n = note(machine=wide, agent=wide, conversation=wide, ask=wide, line="€" * 200, title="t" * 80)
     req = apns_request(apns_device(), n, topic="t", content=content, now=T0)
     assert len(req.body) <= APNS_MAX_PAYLOAD
     got = json.loads(req.body)["aps"]["alert"]
     assert got["subtitle"] == "t" * 59 + "…"  # the title is whole (as cut by P2)
-    assert got["body"].endswith("…") and len(got["body"]) < 120  # the line was cut to fit
+    assert got["body"].endswith("…")
+    assert len(got["body"]) < 120
     assert len(req.body) > APNS_MAX_PAYLOAD - 8  # ... and no more than needed
 
 
@@ -153,7 +164,8 @@ def test_P2_private_payload_fits_4096_bytes(content: Content) -> None:
     req = apns_request(device, n, topic="t", content=content, now=T0)
     assert len(req.body) <= APNS_MAX_PAYLOAD
     inner = json.loads(open_envelope(b"\x02" * 32, "d", json.loads(req.body)["collie"]["e"]))
-    assert inner["line"].endswith("…") and inner["conversation"] == wide
+    assert inner["line"].endswith("…")
+    assert inner["conversation"] == wide
 
 
 def test_fcm_fits_4096_bytes(content: Content) -> None:
@@ -176,14 +188,20 @@ def test_payload_too_large_when_even_empty_texts_do_not_fit(content: Content) ->
 
 
 def test_apns_headers_and_expiration(content: Content) -> None:
-    req = apns_request(apns_device(), note(deadline=T0 + 60.01), topic="org.x", content=content, now=T0)
+    req = apns_request(
+        apns_device(), note(deadline=T0 + 60.01), topic="org.x", content=content, now=T0
+    )
     assert req.path == "/3/device/" + "a1" * 32
-    assert req.headers["apns-push-type"] == "alert" and req.headers["apns-priority"] == "10"
+    assert req.headers["apns-push-type"] == "alert"
+    assert req.headers["apns-priority"] == "10"
     assert req.headers["apns-topic"] == "org.x"
     assert req.headers["apns-expiration"] == str(int(T0) + 61)
-    assert apns_request(apns_device(), note(), topic="t", content=content, now=T0).headers[
-        "apns-expiration"
-    ] == "0"
+    assert (
+        apns_request(apns_device(), note(), topic="t", content=content, now=T0).headers[
+            "apns-expiration"
+        ]
+        == "0"
+    )
     waiting = Content(strings=Catalogue(), default_ttl=600)
     assert apns_request(apns_device(), note(), topic="t", content=waiting, now=T0).headers[
         "apns-expiration"
@@ -207,7 +225,8 @@ def test_collapse_id_per_pane_and_keyed_for_private_devices() -> None:
     assert collapse_id(a) == collapse_id(b) != collapse_id(other)
     key = b"\x03" * 32
     assert collapse_id(a, key) == collapse_id(b, key) != collapse_id(a)
-    assert len(collapse_id(a)) == 32 and "desk" not in collapse_id(a)
+    assert len(collapse_id(a)) == 32
+    assert "desk" not in collapse_id(a)
     many = ManyAsksNotification(machine="m1", agent="desk", host="studio")
     assert collapse_id(many) not in {collapse_id(a), collapse_id(other)}
 
@@ -227,7 +246,8 @@ def test_envelope_format_and_authentication() -> None:
     key, plaintext = b"\x05" * 32, b'{"ask":"a1"}'
     sealed = seal(key, "dev-1", plaintext)
     raw = base64.b64decode(sealed)
-    assert raw[0] == 1 and len(raw) == 1 + 12 + len(plaintext) + 16
+    assert raw[0] == 1
+    assert len(raw) == 1 + 12 + len(plaintext) + 16
     assert open_envelope(key, "dev-1", sealed) == plaintext
     assert seal(key, "dev-1", plaintext) != sealed  # a fresh nonce each time
     with pytest.raises(InvalidTag):
@@ -256,9 +276,10 @@ def test_envelope_vectors(vector: dict[str, object]) -> None:
     sealed = seal(key, given["device_id"], given["plaintext"].encode(), nonce=nonce)
     assert sealed == vector["expect"]
     raw = base64.b64decode(sealed)
-    assert AESGCM(key).decrypt(raw[1:13], raw[13:], given["device_id"].encode()) == given[
-        "plaintext"
-    ].encode()
+    assert (
+        AESGCM(key).decrypt(raw[1:13], raw[13:], given["device_id"].encode())
+        == given["plaintext"].encode()
+    )
 
 
 def test_a_device_key_has_32_bytes() -> None:

@@ -30,6 +30,7 @@ from wire.agent._handles import (
 )
 from wire.agent._store import Store, Tx
 from wire.messages import (
+    MAX_BODY,
     WIRE_VERSION,
     Ask,
     AskChanged,
@@ -335,10 +336,7 @@ class Agent:
             # and an item still being written lost its writer.
             for conv in self._open.values():
                 self._touch(tx, conv)
-                for seq, item in enumerate(conv._items):
-                    if not item.final:
-                        done = replace(item, final=True, at=item.at or self.now())
-                        self._put_item(tx, conv, seq, done, None)
+                self._finish_items(tx, conv)
 
         await self._transact(settle)
 
@@ -668,6 +666,13 @@ class Agent:
         tx.on_commit(cancel)
         return True
 
+    def _finish_items(self, tx: Tx, conv: ConversationHandle) -> None:
+        """Make every item still being written final: its writer stopped (or died)."""
+        for seq, item in enumerate(conv._items):
+            if not item.final:
+                done = replace(item, final=True, at=item.at or self.now())
+                self._put_item(tx, conv, seq, done, None)
+
     async def _close(self, tx: Tx, conv: ConversationHandle) -> None:
         now = self.now()
         stopped = Resolution(how="stopped", at=now)
@@ -676,6 +681,7 @@ class Agent:
         raised = list(conv._open_asks.values())
         for ask in raised:
             self._resolve(tx, ask, stopped)
+        self._finish_items(tx, conv)
         # Asks kept from before a restart and not raised again end too.
         rows = await self._store.fetch(
             "SELECT id FROM asks WHERE conversation = ? AND resolution IS NULL", (conv.id,)
@@ -789,6 +795,7 @@ class Agent:
                 stopped = Resolution(how="stopped", at=self.now())
                 for ask in asks:
                     self._resolve(tx, ask, stopped)
+                self._finish_items(tx, conv)
                 tx.emit(TurnStopped(conversation_id=conv.id, turn=conv.turn))
                 self._touch(tx, conv)
             return CommandResult(outcome="accepted", conversation_id=conv.id)
@@ -1000,14 +1007,36 @@ class Agent:
             last = self._store.last_event_id
             conv = self._open.get(conversation_id)
             if conv is not None:
-                return replace(conv.snapshot(), items=list(conv._items)), last
+                return _fit(replace(conv.snapshot(), items=list(conv._items))), last
             rows = await self._store.fetch(
                 "SELECT data FROM conversations WHERE id = ?", (conversation_id,)
             )
             if not rows:
                 return None, last
             items = await self._load_items(conversation_id)
-        return replace(decode(bytes(rows[0][0]), Conversation), items=items), last
+        return _fit(replace(decode(bytes(rows[0][0]), Conversation), items=items)), last
+
+
+LEFT_OUT: Final = "Earlier items were left out: the conversation is too long to send whole."
+
+
+def _fit(conv: Conversation) -> Conversation:
+    """``conv`` as one answer can carry it: over 8 MiB, its oldest items are left out and a
+    notice says so (wire/SPEC.md §4)."""
+    items = conv.items or []
+    if len(encode(conv)) <= MAX_BODY:
+        return conv
+    taken = {item.id for item in items}
+    notice_id = next(f"left-out-{n}" for n in range(len(items) + 1) if f"left-out-{n}" not in taken)
+    notice = Item(id=notice_id, kind="notice", text=LEFT_OUT)
+    budget = MAX_BODY - len(encode(replace(conv, items=[notice])))
+    kept: list[Item] = []
+    for item in reversed(items):
+        budget -= len(encode(item)) + 1  # and its comma
+        if budget < 0:
+            break
+        kept.append(item)
+    return replace(conv, items=[notice, *reversed(kept)])
 
 
 def _refused(reason: str) -> CommandResult:

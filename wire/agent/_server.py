@@ -85,19 +85,24 @@ async def _auth(request: web.Request, handler: Any) -> web.StreamResponse:
     if token is not None:
         given = request.headers.get("Authorization", "").encode()
         if not hmac.compare_digest(given, b"Bearer " + token.encode()):
-            raise RequestError(401, "unauthorized", "A bearer token is needed.")
+            refusal = _error(401, "unauthorized", "A bearer token is needed.")
+            refusal.headers["WWW-Authenticate"] = "Bearer"
+            return refusal
     response: web.StreamResponse = await handler(request)
     return response
 
 
 async def _command(request: web.Request, kind: type[C]) -> tuple[C, bytes]:
-    """The decoded body and its canonical key: path and body as the agent understood them."""
+    """The decoded body and its canonical key (wire/SPEC.md §11): the route, its decoded path
+    segments, and the body as the agent understood it."""
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise RequestError(400, "bad_request", f"The body is over {MAX_BODY} bytes.") from None
+        raise RequestError(413, "bad_request", f"The body is over {MAX_BODY} bytes.") from None
     command = decode(raw, kind)
-    return command, encode({"path": request.path, "body": command})
+    route = request.match_info.route.resource
+    canonical = route.canonical if route is not None else request.path
+    return command, encode({"route": canonical, "ids": dict(request.match_info), "body": command})
 
 
 async def _hello(request: web.Request) -> web.Response:
@@ -106,7 +111,7 @@ async def _hello(request: web.Request) -> web.Response:
 
 async def _conversations(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
-    state = request.query.get("state", "open")
+    state = request.query.get("state")
     if state == "open":
         page, last = await agent.read_open()
         return _json(page, last)
@@ -145,11 +150,12 @@ async def _conversation(request: web.Request) -> web.Response:
 
 
 async def _starters(request: web.Request) -> web.Response:
-    return _json(StarterList(starters=request.app[AGENT].starters))
+    agent = request.app[AGENT]
+    return _json(StarterList(starters=agent.starters if agent.has("starters") else []))
 
 
-def _reset_frame(event_id: int) -> bytes:
-    return encode_event(event_id, "reset", encode(Reset()).decode())
+# Not in the log, never replayed, and without an id: it does not move the reader (§10).
+_RESET: Final = encode_event(None, "reset", encode(Reset()).decode())
 
 
 def _event_id(raw: str) -> int | None:
@@ -163,9 +169,7 @@ async def _events(request: web.Request) -> web.StreamResponse:
     agent = request.app[AGENT]
     closing = request.app[CLOSING]
     store = agent._store
-    response = web.StreamResponse(
-        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-    )
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
     loop = asyncio.get_running_loop()
     after = store.last_event_id
@@ -176,14 +180,14 @@ async def _events(request: web.Request) -> web.StreamResponse:
             if wanted is not None and store.pruned_through <= wanted <= store.last_event_id:
                 after = wanted
             else:
-                await response.write(_reset_frame(after))
+                await response.write(_RESET)
         next_ping = loop.time() + agent.ping_interval
         while not closing.is_set():
             waiter = store.waiter()
             frames = await store.frames_after(after)
             if frames is None:  # this reader fell behind what the log keeps
                 after = store.last_event_id
-                await response.write(_reset_frame(after))
+                await response.write(_RESET)
                 continue
             if frames:
                 await response.write(b"".join(f.sse for f in frames))
@@ -242,6 +246,10 @@ async def _reply(request: web.Request) -> web.Response:
     return _result(await agent.command_reply(key, request.match_info["id"], command))
 
 
+async def _no_store(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["Cache-Control"] = "no-store"
+
+
 async def _on_shutdown(app: web.Application) -> None:
     app[CLOSING].set()
     app[AGENT]._store.wake()
@@ -255,6 +263,7 @@ def build_app(agent: Agent) -> web.Application:
     app[AGENT] = agent
     app[CLOSING] = asyncio.Event()
     app.on_shutdown.append(_on_shutdown)
+    app.on_response_prepare.append(_no_store)
     router = app.router
     router.add_get("/hello", _hello)
     router.add_get("/conversations", _conversations)

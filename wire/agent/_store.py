@@ -18,7 +18,8 @@ from typing import Any, Final, TypeVar
 
 import aiosqlite
 
-from wire.messages import AgentEvent, encode
+from wire.errors import LocalWireError
+from wire.messages import MAX_EVENT, AgentEvent, encode
 from wire.sse import encode_event
 
 log = logging.getLogger(__name__)
@@ -98,10 +99,16 @@ class Tx:
         self.sql.append((sql, params))
 
     def emit(self, event: AgentEvent) -> int:
-        """Log ``event``; returns its id."""
+        """Log ``event``; returns its id.
+
+        Raises:
+            LocalWireError: the event is over the wire's 1 MiB (an item's text too long).
+        """
         event_id = self.first_event_id + len(self.frames)
         type_ = str(type(event).__struct_config__.tag)
         data = encode(event)
+        if len(data) > MAX_EVENT:
+            raise LocalWireError(f"a {type_} event of {len(data)} bytes is over {MAX_EVENT}")
         self.frames.append(frame(event_id, type_, data))
         self.execute(
             "INSERT INTO events (id, type, data) VALUES (?, ?, ?)", (event_id, type_, data)

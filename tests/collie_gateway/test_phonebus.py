@@ -1,0 +1,131 @@
+"""The phone's live stream: event ids, the ring, ``Last-Event-ID`` replay and reset."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from collie_gateway.phonebus import PhoneBus, PhoneEvent
+
+
+def publish(bus: PhoneBus, n: int) -> list[PhoneEvent]:
+    return [bus.publish("tick", {"n": i}) for i in range(1, n + 1)]
+
+
+def test_ids_are_boot_and_sequence() -> None:
+    bus = PhoneBus()
+    assert bus.last_id == f"{bus.boot}-0"
+    first, second = publish(bus, 2)
+    assert (first.id, second.id) == (f"{bus.boot}-1", f"{bus.boot}-2")
+    assert bus.last_id == second.id
+    assert (first.type, json.loads(first.data)) == ("tick", {"n": 1})
+
+
+def test_each_gateway_start_is_another_boot() -> None:
+    assert PhoneBus().boot != PhoneBus().boot
+
+
+def test_fresh_phone_gets_nothing_to_replay() -> None:
+    bus = PhoneBus()
+    publish(bus, 3)
+    sub, replay = bus.subscribe(None)
+    assert replay == []
+    assert sub.queue.empty()
+    assert bus.subscribers == 1
+
+
+def test_replay_after_an_id() -> None:
+    bus = PhoneBus()
+    events = publish(bus, 5)
+    assert bus.replay_after(events[1].id) == events[2:]
+
+
+def test_replay_after_the_exact_last_id_is_empty() -> None:
+    bus = PhoneBus()
+    events = publish(bus, 3)
+    assert bus.replay_after(events[-1].id) == []
+
+
+def test_replay_after_zero_before_any_event() -> None:
+    bus = PhoneBus()
+    assert bus.replay_after(bus.last_id) == []
+    later = publish(bus, 2)
+    assert bus.replay_after(f"{bus.boot}-0") == later
+
+
+def test_other_boot_resets() -> None:
+    bus = PhoneBus()
+    publish(bus, 3)
+    before_restart = PhoneBus()
+    assert bus.replay_after(f"{before_restart.boot}-2") is None
+
+
+def test_future_id_resets() -> None:
+    bus = PhoneBus()
+    publish(bus, 3)
+    assert bus.replay_after(f"{bus.boot}-4") is None
+
+
+def test_too_old_resets() -> None:
+    bus = PhoneBus(ring=3)
+    events = publish(bus, 6)  # the ring keeps 4, 5, 6
+    assert bus.replay_after(events[0].id) is None  # event 2 is gone
+    assert bus.replay_after(events[1].id) is None  # event 3 is gone
+    assert bus.replay_after(events[2].id) == events[3:]  # 4, 5, 6 are all kept
+    assert bus.replay_after(events[4].id) == events[5:]
+
+
+@pytest.mark.parametrize(
+    "last_id",
+    [
+        "",
+        "garbage",
+        "-1",
+        "{boot}",
+        "{boot}-",
+        "{boot}-x",
+        "{boot}--1",
+        "{boot}-1.0",
+        "{boot}-\u0661",
+        "{boot}-1-2",
+    ],
+)
+def test_malformed_id_resets(last_id: str) -> None:
+    bus = PhoneBus()
+    publish(bus, 2)
+    assert bus.replay_after(last_id.format(boot=bus.boot)) is None
+
+
+def test_subscribe_returns_the_replay_or_none() -> None:
+    bus = PhoneBus()
+    events = publish(bus, 3)
+    _, replay = bus.subscribe(events[0].id)
+    assert replay == events[1:]
+    _, reset = bus.subscribe("elsewhere-1")
+    assert reset is None
+    assert bus.subscribers == 2
+
+
+def test_subscribers_get_new_events_and_leave() -> None:
+    bus = PhoneBus()
+    one, _ = bus.subscribe(None)
+    two, _ = bus.subscribe(None)
+    event = bus.publish("list.row", {"agent": "desk"})
+    assert one.queue.get_nowait() == event
+    assert two.queue.get_nowait() == event
+    one.close()
+    one.close()  # closing twice is harmless
+    assert bus.subscribers == 1
+    bus.publish("list.row", {})
+    assert one.queue.empty()
+    assert two.queue.qsize() == 1
+
+
+def test_a_phone_too_far_behind_overflows() -> None:
+    bus = PhoneBus(ring=2)
+    sub, _ = bus.subscribe(None)
+    events = publish(bus, 3)
+    assert sub.overflowed
+    assert [sub.queue.get_nowait() for _ in range(2)] == events[:2]
+    assert sub.queue.empty()
