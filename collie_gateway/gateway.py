@@ -17,6 +17,7 @@ from collie_gateway.errors import AgentRejected, AgentUnreachable
 from collie_gateway.links import AgentClient, AgentLink, Fetched, expect
 from collie_gateway.mirror import AgentMirror, Change, LinkState
 from collie_gateway.phonebus import PhoneBus
+from collie_gateway.pushing import Pushing, PushTargets
 from collie_gateway.redact import Redactor
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
@@ -30,6 +31,7 @@ from wire.messages import (
     AgentEvent,
     Answer,
     Ask,
+    AskRaised,
     AskResolved,
     CommandResult,
     Reply,
@@ -58,6 +60,7 @@ class Gateway:
         self._rows: dict[str, bytes] = {}
         self._tasks: set[asyncio.Task[object]] = set()
         self.hooks: list[Callable[[AgentMirror, AgentEvent, Change], None]] = []
+        self.pushing: Pushing = Pushing(self, PushTargets())
 
     @property
     def redact(self) -> Callable[[str], str]:
@@ -70,6 +73,7 @@ class Gateway:
         store = await Store.open(settings.db_path)
         gateway = cls(settings, store)
         gateway.mirrors = await store.load_mirrors(gateway.sources)
+        gateway.pushing = await Pushing.open(gateway, settings.push_targets)
         store.start_flusher()
         gateway.spawn(gateway._resend_loop(), "resend-loop")
         for source in settings.sources:
@@ -86,6 +90,7 @@ class Gateway:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.chats.close()
+        await self.pushing.close()
         await self.store.close()
 
     def spawn(self, coro: Coroutine[object, object, object], name: str) -> None:
@@ -115,6 +120,10 @@ class Gateway:
         if change.counts_changed:
             self._publish_row(mirror)
         now = self.settings.clock()
+        if isinstance(event, AskRaised):
+            conv = mirror.conversations.get(event.ask.conversation)
+            pane = conv.title if conv is not None else None
+            self.spawn(self.pushing.ask_raised(mirror.name, event.ask, pane), "push")
         if isinstance(event, AskResolved):
             if change.resolved is not None:
                 self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")

@@ -181,6 +181,77 @@ class AnswerSettledEvent(msgspec.Struct, kw_only=True):
     outcome: TapOutcome
 
 
+class DeviceRegistered(msgspec.Struct, kw_only=True):
+    """``POST /api/v1/devices``: the device's id (the same for the same token)."""
+
+    device_id: str
+
+
+class DeviceRow(msgspec.Struct, kw_only=True):
+    """A registered device; its token and key are never shown."""
+
+    device_id: str
+    provider: str
+    environment: str
+    private: bool
+    registered_at: float
+
+
+class DeviceList(msgspec.Struct, kw_only=True):
+    """``GET /api/v1/devices``."""
+
+    devices: list[DeviceRow]
+
+
+class Removed(msgspec.Struct, kw_only=True):
+    """A device was forgotten."""
+
+    removed: bool
+
+
+class Ok(msgspec.Struct, kw_only=True):
+    """The request was taken."""
+
+    ok: bool
+
+
+class PushRow(msgspec.Struct, kw_only=True):
+    """One push decision or delivery: ``dispatched``, ``sent``, ``suppressed`` (why),
+    ``rate_limited`` (which limit), ``failed`` (why), ``gone`` (token removed)."""
+
+    at: str
+    agent: str | None
+    conversation: str | None
+    ask: str | None
+    device: str | None
+    outcome: str
+    reason: str | None
+    provider_id: str | None
+
+
+class PushLog(msgspec.Struct, kw_only=True):
+    """``GET /api/v1/pushes``: newest first."""
+
+    pushes: list[PushRow]
+
+
+class StreamHello(msgspec.Struct, kw_only=True):
+    """``stream``: the first event of every stream (no id): its id for presence, its screen."""
+
+    stream_id: str
+    screen: str | None
+
+
+class PushLoggedEvent(msgspec.Struct, kw_only=True):
+    """``push.logged``: a push decision or delivery was logged."""
+
+    agent: str | None
+    ask: str | None
+    device: str | None
+    outcome: str
+    reason: str | None
+
+
 class ResetEvent(msgspec.Struct):
     """``reset``: the events since ``Last-Event-ID`` are lost; read every screen again."""
 
@@ -195,6 +266,8 @@ _EVENTS: dict[str, tuple[type[Any], str]] = {
     "chat.note": (ChatNoteEvent, "a receipt or a stopped line"),
     "chat.changed": (ChatChangedEvent, "a loaded chat's header, bar, cards, dots or turn"),
     "answer.settled": (AnswerSettledEvent, "a tap sent again settled"),
+    "stream": (StreamHello, "the first event (no id): the stream's id for presence"),
+    "push.logged": (PushLoggedEvent, "a push decision or delivery was logged"),
     "reset": (ResetEvent, "events were lost: read every screen again (data is {})"),
 }
 
@@ -353,6 +426,14 @@ def _paths() -> dict[str, Any]:
                             "schema": {"type": "string"},
                             "description": "As Last-Event-ID, which wins when both are given",
                         },
+                        {
+                            "name": "screen",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "string"},
+                            "description": "What the phone shows, e.g. chat:desk:c1: no push "
+                            "for that chat while the stream is open and fresh (see presence)",
+                        },
                     ],
                     description=events_description,
                 ),
@@ -491,6 +572,58 @@ def _paths() -> dict[str, Any]:
                 body="PhoneAnswer",
             )
         },
+        "/api/v1/devices": {
+            "post": _op(
+                "register_device",
+                "Register or refresh a phone's APNs or FCM token (P1–P3)",
+                _json(_ref("DeviceRegistered"), "The device's id"),
+                {},
+                body="DeviceIn",
+            ),
+            "get": _op(
+                "list_devices",
+                "Registered devices (no tokens, no keys)",
+                _json(_ref("DeviceList"), "The devices"),
+                {},
+            ),
+        },
+        "/api/v1/devices/{device}": {
+            "delete": _op(
+                "remove_device",
+                "Forget a device",
+                _json(_ref("Removed"), "Removed"),
+                {404: "No such device"},
+                params=[_path("device", "The device's id")],
+            )
+        },
+        "/api/v1/presence": {
+            "post": _op(
+                "presence",
+                "The screen a stream's phone shows (e.g. chat:desk:c1); send it on every change "
+                "and at least every 30 s: a screen not confirmed for 45 s is stale and never "
+                "holds a push back",
+                _json(_ref("Ok"), "Taken"),
+                {404: "No open stream with that id"},
+                body="PresenceIn",
+            )
+        },
+        "/api/v1/pushes": {
+            "get": _op(
+                "push_log",
+                "The newest push decisions and deliveries",
+                _json(_ref("PushLog"), "Newest first"),
+                {400: "limit is not a whole number"},
+                params=[
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "integer", "default": 100, "minimum": 1},
+                        "description": "How many (1–1000)",
+                    }
+                ],
+            )
+        },
         "/api/v1/answers/{request_id}": {
             "get": _op(
                 "answer_status",
@@ -516,6 +649,7 @@ def _card_bodies() -> dict[str, type[Body]]:
 @cache
 def openapi_document() -> dict[str, Any]:
     """The whole document (built once)."""
+    from collie_gateway.pushing import DeviceIn, PresenceIn
     from collie_gateway.routes import (  # routes imports this module
         PhoneAnswer,
         PhoneMessage,
@@ -542,6 +676,13 @@ def openapi_document() -> dict[str, Any]:
         PhoneTurn,
         PhonePlain,
         PhoneStart,
+        DeviceIn,
+        PresenceIn,
+        DeviceRegistered,
+        DeviceList,
+        Removed,
+        Ok,
+        PushLog,
         *(kind for kind, _ in _EVENTS.values()),
         *bodies.values(),
     ]

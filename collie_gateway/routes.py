@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from typing import Annotated, TypeVar
 from urllib.parse import quote
 
@@ -16,6 +17,7 @@ from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
 from collie_gateway.openapi import openapi_document
 from collie_gateway.phonebus import PhoneEvent
+from collie_gateway.pushing import DeviceError, DeviceIn, PresenceIn
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.cards import CardState, TapOutcome, outcome_line
 from collie_gateway.views.chat import LineState, MyLine
@@ -106,6 +108,8 @@ async def events(request: web.Request) -> web.StreamResponse:
     """The phone's live stream (server-sent events), resumable with ``Last-Event-ID``."""
     gw = request.app[GATEWAY]
     last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
+    screen = request.query.get("screen") or None
+    stream_id = "s-" + secrets.token_hex(8)
     sub, replay = gw.bus.subscribe(last)
     resp = web.StreamResponse(
         headers={
@@ -114,8 +118,11 @@ async def events(request: web.Request) -> web.StreamResponse:
             "X-Accel-Buffering": "no",
         }
     )
+    gw.pushing.stream_opened(stream_id, screen)
     try:
         await resp.prepare(request)
+        hello = _encoder.encode({"stream_id": stream_id, "screen": screen})
+        await resp.write(b"event: stream\ndata: %s\n\n" % hello)
         if replay is None:
             await resp.write(_frame(PhoneEvent(gw.bus.last_id, "reset", b"{}")))
         else:
@@ -135,6 +142,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         return resp
     finally:
         sub.close()
+        gw.pushing.stream_closed(stream_id)
     with contextlib.suppress(ConnectionResetError):
         await resp.write_eof()
     return resp
@@ -455,6 +463,63 @@ async def _answer_view(
     }
 
 
+# --- push (P1–P3): devices, presence, the delivery log ---------------------------------------
+
+
+async def register_device(request: web.Request) -> web.Response:
+    """Register or refresh a phone's push token (APNs or FCM); the same token, the same id."""
+    body = await body_of(request, DeviceIn)
+    try:
+        device_id = await request.app[GATEWAY].pushing.register(body)
+    except DeviceError as exc:
+        return json_error(400, "bad_request", str(exc))
+    return encoded({"device_id": device_id})
+
+
+async def remove_device(request: web.Request) -> web.Response:
+    """Forget a device."""
+    if not await request.app[GATEWAY].pushing.remove(request.match_info["device"]):
+        return json_error(404, "not_found", "no such device")
+    return encoded({"removed": True})
+
+
+async def list_devices(request: web.Request) -> web.Response:
+    """Registered devices (never their tokens or keys)."""
+    devices = await request.app[GATEWAY].pushing.devices()
+    return encoded(
+        {
+            "devices": [
+                {
+                    "device_id": d.id,
+                    "provider": d.provider.value,
+                    "environment": d.environment.value,
+                    "private": d.key is not None,
+                    "registered_at": d.registered_at,
+                }
+                for d in devices
+            ]
+        }
+    )
+
+
+async def presence(request: web.Request) -> web.Response:
+    """The screen a phone's live stream shows now; a phone sends it on each change and at
+    least every 30 s while it shows a chat."""
+    body = await body_of(request, PresenceIn)
+    if not request.app[GATEWAY].pushing.confirm(body):
+        return json_error(404, "not_found", "no open stream with that id")
+    return encoded({"ok": True})
+
+
+async def push_log(request: web.Request) -> web.Response:
+    """The newest push decisions and deliveries (sent, suppressed, rate-limited, failed)."""
+    try:
+        limit = min(max(int(request.query.get("limit", "100")), 1), 1000)
+    except ValueError:
+        return json_error(400, "bad_request", "limit must be a whole number")
+    return encoded({"pushes": await request.app[GATEWAY].pushing.recent(limit)})
+
+
 def add_routes(app: web.Application) -> None:
     """Register every route of the phone API."""
     r = app.router
@@ -476,3 +541,8 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/api/v1/agents/{agent}/new", new_page)
     r.add_post("/api/v1/agents/{agent}/asks/{ask}/answer", answer_ask)
     r.add_get("/api/v1/answers/{request_id}", answer_status)
+    r.add_post("/api/v1/devices", register_device)
+    r.add_get("/api/v1/devices", list_devices)
+    r.add_delete("/api/v1/devices/{device}", remove_device)
+    r.add_post("/api/v1/presence", presence)
+    r.add_get("/api/v1/pushes", push_log)

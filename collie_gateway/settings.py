@@ -7,9 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
+
+if TYPE_CHECKING:
+    from collie_gateway.pushing import TargetsFactory
 
 
 def utc_now() -> datetime:
@@ -49,6 +53,7 @@ class Settings:
     phone_ring: int = 10_000  # phone events kept for Last-Event-ID replay
     redact: bool = True
     resend_interval: float = 30.0  # ours: unsettled answers are sent again this often
+    push_targets: TargetsFactory | None = None  # APNs/FCM senders and webhooks, if any
 
     @property
     def needs_token(self) -> bool:

@@ -75,6 +75,30 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (agent, conversation, key)
     ) WITHOUT ROWID;
     """,
+    """
+    CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+    CREATE TABLE devices (
+        id TEXT PRIMARY KEY,
+        provider TEXT NOT NULL,
+        token TEXT NOT NULL,
+        environment TEXT NOT NULL,
+        key BLOB,
+        registered_at REAL NOT NULL,
+        UNIQUE (provider, token)
+    ) WITHOUT ROWID;
+    CREATE TABLE push_once (key TEXT PRIMARY KEY NOT NULL, at REAL NOT NULL) WITHOUT ROWID;
+    CREATE TABLE push_log (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        agent TEXT,
+        conversation TEXT,
+        ask TEXT,
+        device TEXT,
+        outcome TEXT NOT NULL,
+        reason TEXT,
+        provider_id TEXT
+    );
+    """,
 )
 
 _conv_decoder = msgspec.json.Decoder(Conversation)

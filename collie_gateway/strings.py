@@ -75,9 +75,9 @@ DEFAULTS: Final[Mapping[str, str]] = {
         "Update it, or answer in the durable agent."
     ),  # †
     "refused_conflict": "This request id was already used for another answer.",  # ours
-    "refused_always": "\"Always allow\" needs a second tap.",  # ours (A5)
+    "refused_always": '"Always allow" needs a second tap.',  # ours (A5)
     "refused_always_hidden": (
-        "\"Always allow\" is not offered for this ask: the whole text was not shown."
+        '"Always allow" is not offered for this ask: the whole text was not shown.'
     ),  # ours (A5, A6)
     # R — receipts
     "receipt_expired": "Timed out before an answer:",

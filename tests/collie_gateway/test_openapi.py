@@ -32,6 +32,8 @@ EVENT_TYPES = (
     "chat.note",
     "chat.changed",
     "answer.settled",
+    "push.logged",
+    "stream",
     "reset",
 )
 

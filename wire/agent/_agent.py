@@ -131,7 +131,16 @@ class Agent:
 
     Everything the phone can see (conversations, items, asks, the event log) and every
     command's result is kept in ``state_path`` (SQLite, WAL), so a restarted agent answers a
-    retried command with its first result and replays events by id.
+    retried command with its first result and replays events by id. One process per file.
+
+    Options: ``runtime``, ``subtitle``, ``features``, ``wire_version`` make the hello;
+    ``starters`` are listed by ``GET /starters``; ``keeps_list=False`` answers the closed read
+    with ``{"keeps_list": false}``; ``token`` requires ``Authorization: Bearer``; ``now`` is
+    the clock (deadlines, timestamps); ``ping_interval`` spaces the stream's ``: ping``;
+    ``keep_events`` is how many events the log keeps for replay; ``expiry_interval`` is how
+    often deadlines are checked; ``echo_request_id=False`` leaves the request id off the
+    ``user`` item (spec C5); ``middlewares`` are aiohttp middlewares run before the agent's
+    handlers (after the error mapping).
     """
 
     def __init__(
@@ -152,6 +161,8 @@ class Agent:
         echo_request_id: bool = True,
         middlewares: Sequence[Middleware] = (),
     ) -> None:
+        if ping_interval <= 0 or expiry_interval <= 0:
+            raise ValueError("ping_interval and expiry_interval must be positive")
         self.state_path = state_path
         self.hello = Hello(
             wire=wire_version, runtime=runtime, subtitle=subtitle, features=list(features)

@@ -213,7 +213,7 @@ class ConversationHandle:
 
         Raises:
             LocalWireError: the conversation is closed, ``state`` is ``closed`` (use
-                :meth:`close`), or a limit is broken.
+                :meth:`close`), ``turn`` is below the current turn, or a limit is broken.
         """
         agent = self.agent
         changes: dict[str, Any] = {
@@ -232,6 +232,8 @@ class ConversationHandle:
 
         async def build(tx: Tx) -> None:
             self._check_open()
+            if not isinstance(turn, UnsetType) and turn < self.turn:
+                raise LocalWireError(f"the turn never decreases: {turn} < {self.turn}")
             agent._touch(tx, self)
             if not isinstance(state, UnsetType):
                 if state == "closed":

@@ -128,7 +128,7 @@ async def _conversations(request: web.Request) -> web.Response:
 def _limit(raw: str | None) -> int:
     if raw is None:
         return MAX_PAGE
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+    if not _decimal(raw) or not 1 <= int(raw) <= MAX_PAGE:
         raise RequestError(400, "bad_request", f"limit is a number from 1 to {MAX_PAGE}.")
     return int(raw)
 
@@ -137,7 +137,7 @@ def _cursor(raw: str | None) -> tuple[int, str] | None:
     if not raw:
         return None
     at, sep, conversation_id = raw.partition(":")
-    if not sep or not at.isdigit() or not conversation_id:
+    if not sep or not _decimal(at) or not conversation_id:
         raise RequestError(400, "bad_request", "Unknown cursor.")
     return int(at), conversation_id
 
@@ -160,7 +160,13 @@ _RESET: Final = encode_event(None, "reset", encode(Reset()).decode())
 
 def _event_id(raw: str) -> int | None:
     raw = raw.strip()
-    return int(raw) if raw.isdigit() else None
+    return int(raw) if _decimal(raw) else None
+
+
+def _decimal(raw: str) -> bool:
+    """Whether ``raw`` is a non-negative decimal integer in ASCII digits (``str.isdigit``
+    alone also takes "²" and "٣")."""
+    return raw.isascii() and raw.isdigit()
 
 
 async def _events(request: web.Request) -> web.StreamResponse:
