@@ -122,6 +122,8 @@ def _demo(args: argparse.Namespace) -> int:
     sources_path.write_text(json.dumps(sources, indent=2), encoding="utf-8")
     if args.db == Path("collie.db"):
         args.db = state / "collie.db"
+    if not args.space:
+        args.space = ["home"]  # a space, so the dashboard shows the section's place (D7)
     try:
         settings = _settings(args, sources_path)
         base = f"http://{settings.host}:{settings.port}"

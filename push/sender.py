@@ -17,7 +17,7 @@ from push.models import Delivery, Device, Notification, Outcome, Provider
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT: Final = 16  # a small burst keeps each loop step short (the stall test)
-SEND_DEADLINE: Final = 120.0  # a backstop above any sender's own timeouts and retries
+SEND_DEADLINE: Final = 180.0  # a backstop above any sender's own timeouts and retries
 
 
 class PushSender(Protocol):

@@ -48,7 +48,7 @@ class Space(msgspec.Struct, kw_only=True):
     name: str
 
 
-class Section(msgspec.Struct, kw_only=True):
+class Section(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A dashboard section: ``spaces`` or ``durable_agents``."""
 
     kind: str

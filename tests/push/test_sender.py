@@ -4,8 +4,11 @@ stays responsive while many pushes go out through the real clients."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -188,10 +191,40 @@ async def test_the_loop_never_stalls_50ms_while_sending_many_pushes(
             gaps.append(now - last)
             last = now
 
+    # A full collection of the heap the earlier tests built takes ~100 ms and is no part of
+    # sending: collect and freeze it first, as a server does after start-up.
+    gc.collect()
+    gc.freeze()
+    try:
+        longest_dispatch, stall = await _send_many(dispatcher, ticker, done, gaps, count=400)
+    finally:
+        gc.unfreeze()
+        await dispatcher.aclose()
+        await apns.aclose()
+        await fcm.aclose()
+    assert len(seen) == 400
+    assert all(d.ok for d in seen), {d.reason for d in seen}
+    assert len(apns_server.requests) == 200
+    assert len(fake_fcm.requests) == 200
+    assert apns.tokens_minted == 1
+    assert fcm.tokens_fetched == 1
+    assert stall < 0.050, f"the loop stalled {stall * 1000:.1f} ms"
+    assert longest_dispatch < 0.010
+
+
+async def _send_many(
+    dispatcher: Dispatcher,
+    ticker: Callable[[], Coroutine[Any, Any, None]],
+    done: asyncio.Event,
+    gaps: list[float],
+    *,
+    count: int,
+) -> tuple[float, float]:
+    """Dispatch ``count`` pushes while ``ticker`` runs; the longest ``dispatch`` call and
+    the loop's largest stall."""
     ticking = asyncio.create_task(ticker())
     await asyncio.sleep(0.01)
     longest_dispatch = 0.0
-    count = 400
     for i in range(count):
         device = apns_device(f"i{i}") if i % 2 else fcm_device(f"f{i}")
         note = AskNotification(
@@ -213,14 +246,4 @@ async def test_the_loop_never_stalls_50ms_while_sending_many_pushes(
     await dispatcher.drain()
     done.set()
     await ticking
-    await apns.aclose()
-    await fcm.aclose()
-    assert len(seen) == count
-    assert all(d.ok for d in seen), {d.reason for d in seen}
-    assert len(apns_server.requests) == count // 2
-    assert len(fake_fcm.requests) == count // 2
-    assert apns.tokens_minted == 1
-    assert fcm.tokens_fetched == 1
-    stall = max(gaps) - 0.002
-    assert stall < 0.050, f"the loop stalled {stall * 1000:.1f} ms"
-    assert longest_dispatch < 0.010
+    return longest_dispatch, max(gaps) - 0.002
