@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -16,16 +17,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aiohttp import web
 
 from collie_gateway.app import create_app
-from collie_gateway.errors import GatewayError
+from collie_gateway.errors import ConfigError, GatewayError
+from collie_gateway.pushing import PushTargets, TargetsFactory
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_sources
 from collie_gateway.strings import Catalogue
+from push import ApnsClient, Content, FcmClient, Provider, PushSender, ServiceAccount, WebhookTarget
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 REPO = Path(__file__).resolve().parent.parent
@@ -66,6 +69,51 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="log every link change")
 
 
+def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
+    """The push targets the environment configures, or None.
+
+    APNs: ``COLLIE_APNS_KEY_FILE`` (the .p8 key), ``COLLIE_APNS_KEY_ID``, ``COLLIE_APNS_TEAM_ID``,
+    ``COLLIE_APNS_TOPIC``. FCM: ``COLLIE_FCM_SERVICE_ACCOUNT`` (the JSON file). Webhook (S6):
+    ``COLLIE_WEBHOOK_URL`` and ``COLLIE_WEBHOOK_SECRETS`` (comma-separated, newest first).
+
+    Raises:
+        ConfigError: a setting is missing its partners, or a file cannot be read.
+    """
+    apns_keys = ("COLLIE_APNS_KEY_FILE", "COLLIE_APNS_KEY_ID", "COLLIE_APNS_TEAM_ID")
+    apns_set = [k for k in (*apns_keys, "COLLIE_APNS_TOPIC") if environ.get(k)]
+    if apns_set and len(apns_set) != 4:
+        raise ConfigError("APNs needs all of " + ", ".join((*apns_keys, "COLLIE_APNS_TOPIC")))
+    fcm_file = environ.get("COLLIE_FCM_SERVICE_ACCOUNT")
+    hook_url = environ.get("COLLIE_WEBHOOK_URL")
+    hook_secrets = [s for s in environ.get("COLLIE_WEBHOOK_SECRETS", "").split(",") if s]
+    if hook_url and not hook_secrets:
+        raise ConfigError("COLLIE_WEBHOOK_URL needs COLLIE_WEBHOOK_SECRETS")
+    if not (apns_set or fcm_file or hook_url):
+        return None
+    try:
+        apns_pem = Path(environ["COLLIE_APNS_KEY_FILE"]).read_bytes() if apns_set else None
+        account = ServiceAccount.from_json(Path(fcm_file).read_bytes()) if fcm_file else None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"push credentials: {exc}") from None
+
+    def build(content: Content) -> PushTargets:
+        senders: dict[Provider, PushSender] = {}
+        if apns_pem is not None:
+            senders[Provider.APNS] = ApnsClient(
+                team_id=environ["COLLIE_APNS_TEAM_ID"],
+                key_id=environ["COLLIE_APNS_KEY_ID"],
+                signing_key=apns_pem,
+                topic=environ["COLLIE_APNS_TOPIC"],
+                content=content,
+            )
+        if account is not None:
+            senders[Provider.FCM] = FcmClient(account, content=content)
+        hooks = [WebhookTarget(hook_url, hook_secrets)] if hook_url else []
+        return PushTargets(senders=senders, webhooks=hooks)
+
+    return build
+
+
 def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
     catalogue = Catalogue.from_file(args.strings) if args.strings else Catalogue()
     redact = os.environ.get("COLLIE_REDACT", "1").strip().lower() not in ("0", "false", "off", "no")
@@ -79,11 +127,20 @@ def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
         machine=socket.gethostname(),
         catalogue=catalogue,
         redact=redact,
+        push_targets=push_targets_from_env(os.environ),
     )
+
+
+async def _freeze(app: web.Application) -> None:
+    """After start-up, keep the long-lived heap out of the collector's full passes (a full
+    collection of a large heap stalls the loop ~100 ms)."""
+    gc.collect()
+    gc.freeze()
 
 
 def _serve(settings: Settings) -> int:
     app = create_app(settings)
+    app.on_startup.append(_freeze)
     print(f"collie-gateway: phone API on http://{settings.host}:{settings.port}/api/v1/dashboard")
     web.run_app(app, host=settings.host, port=settings.port, print=None, handle_signals=True)
     return EXIT_OK
