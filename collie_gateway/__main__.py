@@ -63,6 +63,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address of the phone API (127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port of the phone API (8765)")
     p.add_argument(
+        "--unix", type=Path, default=None, help="serve the phone API on this Unix socket (0600)"
+    )
+    p.add_argument(
         "--space", action="append", default=[], help="a space to show on the dashboard (repeat)"
     )
     p.add_argument("--strings", type=Path, default=None, help="JSON file overriding phone strings")
@@ -128,6 +131,7 @@ def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
         catalogue=catalogue,
         redact=redact,
         push_targets=push_targets_from_env(os.environ),
+        unix_path=args.unix,
     )
 
 
@@ -141,6 +145,13 @@ async def _freeze(app: web.Application) -> None:
 def _serve(settings: Settings) -> int:
     app = create_app(settings)
     app.on_startup.append(_freeze)
+    if settings.unix_path is not None:
+        # Created 0600 from the start: no moment when another user could connect.
+        os.umask(0o177)
+        settings.unix_path.unlink(missing_ok=True)
+        print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}")
+        web.run_app(app, path=str(settings.unix_path), print=None, handle_signals=True)
+        return EXIT_OK
     print(f"collie-gateway: phone API on http://{settings.host}:{settings.port}/api/v1/dashboard")
     web.run_app(app, host=settings.host, port=settings.port, print=None, handle_signals=True)
     return EXIT_OK

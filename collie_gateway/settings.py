@@ -54,11 +54,12 @@ class Settings:
     redact: bool = True
     resend_interval: float = 30.0  # ours: unsettled answers are sent again this often
     push_targets: TargetsFactory | None = None  # APNs/FCM senders and webhooks, if any
+    unix_path: Path | None = None  # serve the phone API on this Unix socket instead
 
     @property
     def needs_token(self) -> bool:
-        """A phone API on anything but loopback requires a bearer token."""
-        return not is_loopback(self.host)
+        """A phone API on anything but loopback (or a 0600 Unix socket) requires a token."""
+        return self.unix_path is None and not is_loopback(self.host)
 
 
 def is_loopback(host: str) -> bool:

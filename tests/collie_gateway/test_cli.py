@@ -107,3 +107,33 @@ async def test_cli_serve_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
         _, err = await asyncio.wait_for(proc.communicate(), 10)
     assert proc.returncode == 0, err.decode()
     assert (tmp_path / "g.db").exists()
+
+
+async def test_cli_serve_on_unix_socket_created_0600(tmp_path: Path) -> None:
+    path = tmp_path / "sources.json"
+    path.write_text('{"durable_agents": []}', encoding="utf-8")
+    sock = tmp_path / "phone.sock"
+    proc = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "collie_gateway", "serve", "--sources", str(path)],
+        *["--db", str(tmp_path / "g.db"), "--unix", str(sock), "--host", "0.0.0.0"],
+        env={**os.environ, "COLLIE_TOKEN": ""},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        body = None
+        connector = aiohttp.UnixConnector(path=str(sock))
+        async with aiohttp.ClientSession(connector=connector) as http:
+            for _ in range(200):
+                try:
+                    async with http.get("http://gateway/healthz") as resp:
+                        body = await resp.json()
+                        break
+                except aiohttp.ClientConnectionError:
+                    await asyncio.sleep(0.05)
+        assert body == {"ok": True, "agents": 0, "ready": 0}
+        assert sock.stat().st_mode & 0o777 == 0o600
+    finally:
+        proc.terminate()
+        _, err = await asyncio.wait_for(proc.communicate(), 10)
+    assert proc.returncode == 0, err.decode()
