@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import aiosqlite
 
@@ -21,6 +23,7 @@ from collie_gateway.answers import (
     Outcome,
     Record,
     Tap,
+    TapDecision,
     on_result,
     on_tap,
 )
@@ -42,6 +45,7 @@ class Result:
     reason: str | None
     request_id: str
     conflict: bool = False
+    record: Record | None = None  # the ledger's record, as written
 
 
 class Answering:
@@ -64,25 +68,32 @@ class Answering:
 
     async def _tap(self, tap: Tap, send: Sender) -> Result:
         now = self.clock().isoformat()
-        async with self.store.transaction() as db:
-            existing = await _record(db, tap.request_id)
-            holder = await _claim(db, tap.agent, tap.ask_id)
+
+        def decide(conn: sqlite3.Connection) -> tuple[TapDecision, Record | None]:
+            existing = _record_sync(conn, tap.request_id)
+            holder = _claim_sync(conn, tap.agent, tap.ask_id)
             decision = on_tap(existing, holder, tap)
             if decision.action is Action.REPLY:
                 if existing is None:
-                    await _insert(db, decision.record, now)
-                rec = decision.record
-                outcome = rec.outcome or Outcome.REFUSED
-                return Result(outcome, rec.reason, tap.request_id, conflict=decision.conflict)
+                    _insert_sync(conn, decision.record, now)
+                return decision, existing
             if existing is None:
-                await _insert(db, decision.record, now)
+                _insert_sync(conn, decision.record, now)
             else:
-                await _update(db, decision.record, now)
+                _update_sync(conn, decision.record, now)
             if decision.claim:
-                await db.execute(
+                conn.execute(
                     "INSERT INTO claims(agent, ask_id, request_id) VALUES (?, ?, ?)",
                     (tap.agent, tap.ask_id, tap.request_id),
                 )
+            return decision, existing
+
+        decision, existing = await self.store.run(decide)
+        if decision.action is Action.REPLY:
+            rec = decision.record
+            outcome = rec.outcome or Outcome.REFUSED
+            kept = existing if existing is not None else rec
+            return Result(outcome, rec.reason, tap.request_id, decision.conflict, kept)
         return await self._send(decision.record, send)
 
     async def _send(self, record: Record, send: Sender) -> Result:
@@ -103,25 +114,40 @@ class Answering:
             agent_outcome = None
         settlement = on_result(record, agent_outcome, reason)
         rec = settlement.record
-        async with self.store.transaction() as db:
-            await _update(db, rec, self.clock().isoformat())
+        now = self.clock().isoformat()
+
+        def settle(conn: sqlite3.Connection) -> None:
+            _update_sync(conn, rec, now)
             if settlement.release_claim:
-                await db.execute(
+                conn.execute(
                     "DELETE FROM claims WHERE agent = ? AND ask_id = ? AND request_id = ?",
                     (rec.tap.agent, rec.tap.ask_id, rec.tap.request_id),
                 )
-        return Result(rec.outcome or Outcome.UNCERTAIN, rec.reason, rec.tap.request_id)
+
+        await self.store.run(settle)
+        return Result(rec.outcome or Outcome.UNCERTAIN, rec.reason, rec.tap.request_id, False, rec)
 
     async def refuse(self, tap: Tap, reason: str) -> Result:
         """Record a tap Collie refuses without sending (e.g. the agent's wire version)."""
-        async with self.store.transaction() as db:
-            existing = await _record(db, tap.request_id)
-            if existing is not None and existing.tap == tap and existing.settled:
-                return Result(existing.outcome or Outcome.REFUSED, existing.reason, tap.request_id)
-            if existing is None:
-                rec = Record(tap=tap, settled=True, outcome=Outcome.REFUSED, reason=reason)
-                await _insert(db, rec, self.clock().isoformat())
-        return Result(Outcome.REFUSED, reason, tap.request_id)
+        now = self.clock().isoformat()
+
+        def record(conn: sqlite3.Connection) -> Record:
+            existing = _record_sync(conn, tap.request_id)
+            if existing is not None:
+                return existing
+            rec = Record(tap=tap, settled=True, outcome=Outcome.REFUSED, reason=reason)
+            _insert_sync(conn, rec, now)
+            return rec
+
+        rec = await self.store.run(record)
+        if rec.tap != tap:
+            return Result(Outcome.REFUSED, reason, tap.request_id, True, rec)
+        return Result(rec.outcome or Outcome.REFUSED, rec.reason, tap.request_id, False, rec)
+
+    def in_flight(self, request_id: str) -> bool:
+        """Whether a send of this request id is under way now."""
+        lock = self._inflight.get(request_id)
+        return lock is not None and lock.locked()
 
     async def lookup(self, request_id: str) -> Record | None:
         """The ledger's record of a request id."""
@@ -141,8 +167,11 @@ class Answering:
         """Send pending taps of ``agent`` (of one ask, if given) again, same request ids."""
         results = []
         for record in await self.pending(agent):
-            if ask_id is None or record.tap.ask_id == ask_id:
-                results.append(await self.tap(record.tap, send))
+            if ask_id is not None and record.tap.ask_id != ask_id:
+                continue
+            if self.in_flight(record.tap.request_id):
+                continue  # its send is under way; it settles itself
+            results.append(await self.tap(record.tap, send))
         return results
 
     async def tapped(self, agent: str, ask_id: str) -> bool:
@@ -156,7 +185,7 @@ class Answering:
 _COLUMNS = "request_id, agent, ask_id, version, answer, attempts, settled, outcome, reason"
 
 
-def _row(row: aiosqlite.Row) -> Record:
+def _row(row: aiosqlite.Row | tuple[Any, ...]) -> Record:
     rid, agent, ask_id, version, answer, attempts, settled, outcome, reason = tuple(row)
     tap = Tap(str(rid), str(agent), str(ask_id), int(version), bytes(answer))
     return Record(
@@ -168,53 +197,63 @@ def _row(row: aiosqlite.Row) -> Record:
     )
 
 
+def _record_sync(conn: sqlite3.Connection, request_id: str) -> Record | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM answers WHERE request_id = ?", (request_id,))
+    found = row.fetchone()
+    return _row(found) if found else None
+
+
+def _claim_sync(conn: sqlite3.Connection, agent: str, ask_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT request_id FROM claims WHERE agent = ? AND ask_id = ?", (agent, ask_id)
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
+def _insert_sync(conn: sqlite3.Connection, rec: Record, now: str) -> None:
+    conn.execute(_INSERT, _insert_args(rec, now))
+
+
+def _update_sync(conn: sqlite3.Connection, rec: Record, now: str) -> None:
+    conn.execute(_UPDATE, _update_args(rec, now))
+
+
+_INSERT = (
+    f"INSERT INTO answers({_COLUMNS}, created_at, updated_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_UPDATE = (
+    "UPDATE answers SET attempts = ?, settled = ?, outcome = ?, reason = ?, updated_at = ? "
+    "WHERE request_id = ?"
+)
+
+
+def _insert_args(rec: Record, now: str) -> tuple[object, ...]:
+    t = rec.tap
+    outcome = rec.outcome.value if rec.outcome else None
+    return (
+        t.request_id,
+        t.agent,
+        t.ask_id,
+        t.version,
+        t.answer,
+        rec.attempts,
+        int(rec.settled),
+        outcome,
+        rec.reason,
+        now,
+        now,
+    )
+
+
+def _update_args(rec: Record, now: str) -> tuple[object, ...]:
+    outcome = rec.outcome.value if rec.outcome else None
+    return (rec.attempts, int(rec.settled), outcome, rec.reason, now, rec.tap.request_id)
+
+
 async def _record(db: aiosqlite.Connection, request_id: str) -> Record | None:
     async with db.execute(
         f"SELECT {_COLUMNS} FROM answers WHERE request_id = ?", (request_id,)
     ) as cur:
         row = await cur.fetchone()
     return _row(row) if row else None
-
-
-async def _claim(db: aiosqlite.Connection, agent: str, ask_id: str) -> str | None:
-    async with db.execute(
-        "SELECT request_id FROM claims WHERE agent = ? AND ask_id = ?", (agent, ask_id)
-    ) as cur:
-        row = await cur.fetchone()
-    return str(row[0]) if row else None
-
-
-async def _insert(db: aiosqlite.Connection, rec: Record, now: str) -> None:
-    t = rec.tap
-    await db.execute(
-        f"INSERT INTO answers({_COLUMNS}, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            t.request_id,
-            t.agent,
-            t.ask_id,
-            t.version,
-            t.answer,
-            rec.attempts,
-            int(rec.settled),
-            rec.outcome.value if rec.outcome else None,
-            rec.reason,
-            now,
-            now,
-        ),
-    )
-
-
-async def _update(db: aiosqlite.Connection, rec: Record, now: str) -> None:
-    await db.execute(
-        "UPDATE answers SET attempts = ?, settled = ?, outcome = ?, reason = ?, updated_at = ? "
-        "WHERE request_id = ?",
-        (
-            rec.attempts,
-            int(rec.settled),
-            rec.outcome.value if rec.outcome else None,
-            rec.reason,
-            now,
-            rec.tap.request_id,
-        ),
-    )

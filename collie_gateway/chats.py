@@ -73,9 +73,11 @@ class ChatState:
     items: list[Item] = field(default_factory=list)
     index: dict[str, int] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
+    pieces: dict[str, list[str]] = field(default_factory=dict)
 
     def put(self, item: Item) -> None:
         """Append or replace an item."""
+        self.pieces.pop(item.id, None)
         at = self.index.get(item.id)
         if at is None:
             self.index[item.id] = len(self.items)
@@ -84,11 +86,19 @@ class ChatState:
             self.items[at] = item
 
     def delta(self, item_id: str, text: str) -> None:
-        """Append text to an item still being written."""
-        at = self.index.get(item_id)
-        if at is not None:
+        """Append text to an item still being written (joined when next read, so a long
+        streamed reply costs linear time)."""
+        if item_id in self.index:
+            self.pieces.setdefault(item_id, []).append(text)
+
+    def settled_items(self) -> list[Item]:
+        """The items with every pending delta joined in."""
+        for item_id, pieces in self.pieces.items():
+            at = self.index[item_id]
             old = self.items[at]
-            self.items[at] = msgspec.structs.replace(old, text=old.text + text)
+            self.items[at] = msgspec.structs.replace(old, text=old.text + "".join(pieces))
+        self.pieces.clear()
+        return self.items
 
     @property
     def last_item(self) -> str | None:
@@ -272,7 +282,7 @@ class Chats:
         key = (agent, state.conv.id)
         mine = self.mine.get(key, [])
         states = self.gw.card_states.get(key, {})
-        chat = build_chat(state.conv, state.items, state.notes, mine, states, ctx)
+        chat = build_chat(state.conv, state.settled_items(), state.notes, mine, states, ctx)
         if show_all:
             from collie_gateway.views.cards import build_cards
 

@@ -32,6 +32,7 @@ from wire.messages import (
     ConversationPage,
     ErrorBody,
     Hello,
+    ItemDelta,
     Reset,
     VersionProbe,
     decode,
@@ -305,19 +306,22 @@ class AgentLink:
         async with self.client.stream(self.mirror.last_event_id) as resp:
             try:
                 async for chunk in resp.content.iter_any():
-                    for sse in parser.feed(chunk):
-                        self._dispatch(sse.id, sse.data)
+                    decoded = [(sse.id, self._decode(sse.data)) for sse in parser.feed(chunk)]
+                    for event_id, event in coalesce(decoded):
+                        self._dispatch(event_id, event)
             except TimeoutError:
                 raise AgentUnreachable("the event stream went silent", timed_out=True) from None
             except (aiohttp.ClientError, OSError) as exc:
                 raise AgentUnreachable(f"event stream: {type(exc).__name__}: {exc}") from None
 
-    def _dispatch(self, event_id: str | None, data: str) -> None:
+    def _decode(self, data: str) -> AgentEvent | None:
         try:
-            event = decode_event(data.encode())
+            return decode_event(data.encode())
         except UnknownEvent as exc:
             log.info("agent %s: skipped %s", self.source.name, exc)
-            event = None
+            return None
+
+    def _dispatch(self, event_id: str | None, event: AgentEvent | None) -> None:
         if isinstance(event, Reset):
             self.mirror.last_event_id = None
             raise _ResetNeeded
@@ -326,6 +330,31 @@ class AgentLink:
         if event is not None:
             change = apply_event(self.mirror, event)
             self.listener.event_received(self.mirror, event, change)
+
+
+def coalesce(
+    events: list[tuple[str | None, AgentEvent | None]],
+) -> list[tuple[str | None, AgentEvent | None]]:
+    """Merge runs of deltas to one item into one delta (the id of the last), so a streamed
+    reply read in one chunk costs one mirror update and one phone event."""
+    out: list[tuple[str | None, AgentEvent | None]] = []
+    for event_id, event in events:
+        if isinstance(event, ItemDelta) and out:
+            last_id, last = out[-1]
+            if (
+                isinstance(last, ItemDelta)
+                and last.item_id == event.item_id
+                and last.conversation_id == event.conversation_id
+            ):
+                merged = ItemDelta(
+                    conversation_id=event.conversation_id,
+                    item_id=event.item_id,
+                    text=last.text + event.text,
+                )
+                out[-1] = (event_id if event_id is not None else last_id, merged)
+                continue
+        out.append((event_id, event))
+    return out
 
 
 def _reason(exc: Exception) -> str:

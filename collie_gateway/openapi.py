@@ -119,6 +119,12 @@ class ListRowEvent(msgspec.Struct, kw_only=True):
     row: ListRow
 
 
+class ListResetEvent(msgspec.Struct, kw_only=True):
+    """``list.reset``: the agent's open conversations were read anew: read its list again."""
+
+    agent: str
+
+
 class ListRemovedEvent(msgspec.Struct, kw_only=True):
     """``list.removed``: a conversation left the open list."""
 
@@ -259,6 +265,7 @@ class ResetEvent(msgspec.Struct):
 _EVENTS: dict[str, tuple[type[Any], str]] = {
     "dashboard.row": (AgentRow, "one agent's dashboard row changed"),
     "list.changed": (ConversationList, "an agent's whole list, read anew"),
+    "list.reset": (ListResetEvent, "an agent's open conversations were read anew"),
     "list.row": (ListRowEvent, "one conversation's row, new or changed"),
     "list.removed": (ListRemovedEvent, "a conversation left the open list"),
     "chat.item": (ChatItemEvent, "an item appended to or updated in a chat"),

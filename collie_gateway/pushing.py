@@ -173,6 +173,19 @@ class Pushing:
             await cur.close()
         return removed
 
+    async def _remove_gone(self, device_id: str, registered_at: float | None) -> bool:
+        """Forget a device whose token is gone, unless it registered again since the push."""
+        if registered_at is None:
+            return await self.remove(device_id)
+        async with self.gw.store.transaction() as db:
+            cur = await db.execute(
+                "DELETE FROM devices WHERE id = ? AND registered_at <= ?",
+                (device_id, registered_at),
+            )
+            removed = cur.rowcount > 0
+            await cur.close()
+        return removed
+
     async def devices(self) -> list[Device]:
         """Every registered device."""
         async with self.gw.store.db.execute(
@@ -265,7 +278,8 @@ class Pushing:
                 machine=self.machine, agent=agent, host=decision.host, deadline=None
             )
         else:
-            pane_name = clean(pane or agent, TITLE_LIMIT).text
+            # Masked before it is cut (X1): a token cut in half is no longer recognised.
+            pane_name = clean(pane or agent, TITLE_LIMIT, redact=self.gw.redact).text
             note = AskNotification(
                 machine=self.machine,
                 agent=agent,
@@ -284,8 +298,10 @@ class Pushing:
     def _dispatch(self, devices: list[Device], note: Notification, agent: str, ask: Ask) -> None:
         """Send in the background; each delivery is logged against its ask."""
 
+        registered = {d.id: d.registered_at for d in devices}
+
         async def delivered(delivery: Delivery) -> None:
-            await self._delivered(delivery, agent, ask)
+            await self._delivered(delivery, agent, ask, registered.get(delivery.device_id))
             if dispatcher.pending <= 1:
                 self._dispatchers.discard(dispatcher)
 
@@ -301,12 +317,18 @@ class Pushing:
                 "INSERT OR REPLACE INTO kv(key, value) VALUES ('push_limiter', ?)", (state,)
             )
 
-    async def _delivered(self, delivery: Delivery, agent: str, ask: Ask) -> None:
+    async def _delivered(
+        self, delivery: Delivery, agent: str, ask: Ask, registered_at: float | None
+    ) -> None:
         outcome = delivery.outcome.value
         reason = delivery.reason
         if delivery.outcome is Outcome.GONE:
-            await self.remove(delivery.device_id)
-            reason = f"token gone, device removed ({reason})" if reason else "token gone"
+            # Only the registration the push went to: a phone that registered again while
+            # the push was out has a newer token than the one the service reports gone.
+            if await self._remove_gone(delivery.device_id, registered_at):
+                reason = f"token gone, device removed ({reason})" if reason else "token gone"
+            else:
+                reason = f"token gone, but the phone registered again ({reason})"
         await self._write_log(
             agent,
             ask.conversation,

@@ -11,6 +11,7 @@ from urllib.parse import quote
 import msgspec
 from aiohttp import web
 
+from collie_gateway.answers import Record
 from collie_gateway.app import GATEWAY, SETTINGS, json_error
 from collie_gateway.errors import AgentRejected, AgentUnreachable
 from collie_gateway.links import expect
@@ -39,6 +40,7 @@ from wire.messages import (
 T = TypeVar("T")
 
 PING_SECONDS = 15.0
+WRITE_BATCH = 1000  # ours: phone events sent in one write at most
 _encoder = msgspec.json.Encoder()
 
 
@@ -132,12 +134,20 @@ async def events(request: web.Request) -> web.StreamResponse:
             if sub.overflowed:
                 await resp.write(_frame(PhoneEvent(gw.bus.last_id, "reset", b"{}")))
                 break
-            try:
-                event = await asyncio.wait_for(sub.queue.get(), PING_SECONDS)
-            except TimeoutError:
-                await resp.write(b": ping\n\n")
-                continue
-            await resp.write(_frame(event))
+            if sub.queue.empty():
+                try:
+                    async with asyncio.timeout(PING_SECONDS):
+                        first = await sub.queue.get()
+                except TimeoutError:
+                    await resp.write(b": ping\n\n")
+                    continue
+            else:
+                first = sub.queue.get_nowait()
+            # Everything already queued goes out in one write (a streamed reply's deltas).
+            frames = [_frame(first)]
+            while len(frames) < WRITE_BATCH and not sub.queue.empty():
+                frames.append(_frame(sub.queue.get_nowait()))
+            await resp.write(b"".join(frames))
     except ConnectionResetError:
         return resp
     finally:
@@ -434,7 +444,9 @@ async def answer_ask(request: web.Request) -> web.Response:
     result = await gw.answer(
         agent, request.match_info["ask"], body.request_id, body.version, body.answer
     )
-    return encoded(await _answer_view(request, result.request_id, result.outcome, result.reason))
+    return encoded(
+        _answer_view(request, result.request_id, result.outcome, result.reason, result.record)
+    )
 
 
 async def answer_status(request: web.Request) -> web.Response:
@@ -444,14 +456,16 @@ async def answer_status(request: web.Request) -> web.Response:
     if record is None:
         return json_error(404, "not_found", "no answer with that request id")
     outcome = record.outcome or TapOutcome.UNCERTAIN
-    return encoded(await _answer_view(request, record.tap.request_id, outcome, record.reason))
+    return encoded(_answer_view(request, record.tap.request_id, outcome, record.reason, record))
 
 
-async def _answer_view(
-    request: web.Request, request_id: str, outcome: TapOutcome, reason: str | None
+def _answer_view(
+    request: web.Request,
+    request_id: str,
+    outcome: TapOutcome,
+    reason: str | None,
+    record: Record | None,
 ) -> dict[str, object]:
-    gw = request.app[GATEWAY]
-    record = await gw.answering.lookup(request_id)
     retry = record is not None and record.attempts > 1
     state = CardState(outcome=outcome, request_id=request_id, retry=retry, reason=reason)
     line = outcome_line(state, request.app[SETTINGS].catalogue)

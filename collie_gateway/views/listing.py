@@ -163,10 +163,7 @@ def footer_for(closed: ClosedRead, ctx: ListContext) -> Footer | None:
         return Footer(
             kind="load_more",
             text=ctx.catalogue["footer_load_more"],
-            href=(
-                f"{_agent_path(ctx.agent)}/closed"
-                f"?cursor={quote(closed.next_cursor, safe='')}"
-            ),
+            href=(f"{_agent_path(ctx.agent)}/closed?cursor={quote(closed.next_cursor, safe='')}"),
         )
     key = _FOOTER_KEYS.get(closed.status)
     return Footer(kind=closed.status.value, text=ctx.catalogue[key]) if key else None

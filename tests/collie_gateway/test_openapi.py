@@ -25,6 +25,7 @@ TEMPLATE = re.compile(r"\{([^{}]+)\}")
 EVENT_TYPES = (
     "dashboard.row",
     "list.changed",
+    "list.reset",
     "list.row",
     "list.removed",
     "chat.item",

@@ -1,0 +1,160 @@
+"""Helper process: SDK agents for the benchmarks, each on its own Unix socket or TCP port on
+127.0.0.1, all in this one process (so the gateway's process measures only itself).
+
+Run by the benches: ``python bench/_agents.py SPEC.json``. The spec::
+
+    {"agents": [{"name": "a000", "socket": "/tmp/cb-x/a000.sock", "state": "/tmp/cb-x/a000.db",
+                 "open": 5, "closed": 0, "features": ["history"], "keep_events": 10000,
+                 "extra_sockets": [], "tcp": false, "chat": false}],
+     "max_seconds": 240}
+
+First line out: ``{"ready": {name: {"url": ..., "socket": ...}}, "seconds": s}``. Commands, one
+JSON object a line: ``ask``, ``stream``, ``pause``, ``resume``, ``last_event``, ``quit``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from _common import HELPER_MAX_SECONDS, Json, say, seed_agent_db, serve_commands
+
+from wire.agent import Agent, AgentRunner, ConversationHandle, Option
+
+CHAT_ID = "c-bench"
+
+
+class Host:
+    def __init__(self, spec: list[Json]) -> None:
+        self.spec = {s["name"]: s for s in spec}
+        self.agents: dict[str, Agent] = {}
+        self.runners: dict[str, list[AgentRunner]] = {}
+        self.chats: dict[str, ConversationHandle] = {}
+
+    def seed(self) -> None:
+        """Write the seeded conversations (before the agents open their files)."""
+        now = datetime.now(UTC)
+        for s in self.spec.values():
+            state = Path(s["state"])
+            if (s.get("open", 0) or s.get("closed", 0)) and not state.exists():
+                seed_agent_db(
+                    state, open_count=s.get("open", 0), closed_count=s.get("closed", 0), now=now
+                )
+
+    async def start(self) -> Json:
+        for name, s in self.spec.items():
+            state = Path(s["state"])
+            self.agents[name] = Agent(
+                state_path=state,
+                runtime="bench",
+                subtitle="a benchmark agent",
+                features=s.get("features", ["history"]),
+                keep_events=s.get("keep_events", 10_000),
+            )
+        gate = asyncio.Semaphore(16)
+
+        async def one(name: str) -> tuple[str, Json]:
+            async with gate:
+                return name, await self._serve(name)
+
+        where = dict(await asyncio.gather(*(one(n) for n in self.spec)))
+        return where
+
+    async def _serve(self, name: str) -> Json:
+        s = self.spec[name]
+        agent = self.agents[name]
+        await agent.start()
+        if s.get("chat"):
+            self.chats[name] = await agent.open_conversation(CHAT_ID, title="Bench chat")
+        runners = []
+        if s.get("tcp"):
+            runners.append(await agent.serve_tcp("127.0.0.1", 0))
+        else:
+            runners.append(await agent.serve_unix(Path(s["socket"])))
+        for extra in s.get("extra_sockets", []):
+            runners.append(await agent.serve_unix(Path(extra)))
+        self.runners[name] = runners
+        first = runners[0]
+        return {
+            "url": first.url,
+            "socket": str(first.socket_path) if first.socket_path else None,
+            "extra": [str(r.socket_path) for r in runners[1:]],
+        }
+
+    async def ask(self, command: Json) -> Json:
+        conv = self.chats[command["agent"]]
+        handle = await conv.ask(
+            kind="choice",
+            title="Which branch should I merge?",
+            text="Two branches are ready.",
+            options=[Option(id="main", label="main"), Option(id="next", label="next")],
+        )
+        return {"ask": handle.id, "version": handle.version, "conversation": conv.id}
+
+    async def stream(self, command: Json) -> Json:
+        name = command["agent"]
+        conv = self.chats[name]
+        store = self.agents[name]._store
+        before = store.last_event_id
+        started = time.perf_counter()
+        item = await conv.append(kind="reply", final=False)
+        for index in range(int(command["deltas"])):
+            await item.delta(f"w{index:04d} ")
+        await item.finish()
+        return {
+            "item": item.id,
+            "before": before,
+            "last": store.last_event_id,
+            "seconds": time.perf_counter() - started,
+        }
+
+    async def pause(self, command: Json) -> Json:
+        runner = self.runners[command["agent"]][0]
+        await runner.close()
+        return {"paused": True}
+
+    async def resume(self, command: Json) -> Json:
+        name = command["agent"]
+        s = self.spec[name]
+        self.runners[name][0] = await self.agents[name].serve_unix(Path(s["socket"]))
+        return {"resumed": True}
+
+    async def last_event(self, command: Json) -> Json:
+        return {"last": self.agents[command["agent"]]._store.last_event_id}
+
+    async def close(self) -> None:
+        await asyncio.gather(*(a.close() for a in self.agents.values()), return_exceptions=True)
+
+
+async def main(spec: Any) -> None:
+    host = Host(spec["agents"])
+    started = time.perf_counter()
+    try:
+        await asyncio.to_thread(host.seed)
+        where = await host.start()
+        say({"ready": where, "seconds": time.perf_counter() - started})
+        await serve_commands(
+            {
+                "ask": host.ask,
+                "stream": host.stream,
+                "pause": host.pause,
+                "resume": host.resume,
+                "last_event": host.last_event,
+            },
+            float(spec.get("max_seconds", HELPER_MAX_SECONDS)),
+        )
+    except Exception as exc:
+        say({"error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        await host.close()
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    asyncio.run(main(json.loads(Path(sys.argv[1]).read_text())))

@@ -1,0 +1,246 @@
+"""Helper process: one gateway, built as the tests build it (``create_app(Settings(...))``),
+serving the phone API on 127.0.0.1 (a free port), and measuring itself.
+
+Run by the benches: ``python bench/_gateway.py --sources S.json --db G.db [--tracemalloc]
+[--profile OUT.prof] [--fast]``. First line out, once every link is Ready::
+
+    {"port": 43121, "ready_s": 0.84, "rss_before_kib": ..., "rss_ready_kib": ...,
+     "rss_settled_kib": ..., "traced_bytes": ..., "traced_top": [...]}
+
+Commands: ``dashboard_compute`` (the dashboard built and encoded in-process, no HTTP),
+``counts`` (open conversations mirrored), ``profile_start``/``profile_stop``, ``quit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import logging
+import socket
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import msgspec
+from _common import HELPER_MAX_SECONDS, Json, pct, rss_kib, say, serve_commands
+from aiohttp import web
+
+from collie_gateway.app import GATEWAY, create_app
+from collie_gateway.gateway import Gateway
+from collie_gateway.settings import LinkTiming, Settings
+from collie_gateway.sources import load_sources
+
+# Backoff short enough that a paused agent is back within ~0.2 s (chat_bench's replay).
+FAST = LinkTiming(backoff_first=0.05, backoff_cap=0.2)
+
+
+def _instrument_answers() -> dict[str, list[float]]:
+    """Time the answer path's parts from the inside (``--trace-answers``): wraps the route
+    and the gateway's methods in this process only; nothing outside bench/ changes. Only
+    calls made while a phone's answer request is handled count (a context variable)."""
+    import contextvars
+    from collections import defaultdict
+    from collections.abc import Awaitable, Callable
+    from typing import Any
+
+    import aiosqlite
+
+    from collie_gateway import answering, gateway, routes
+
+    spans: dict[str, list[float]] = defaultdict(list)
+    inside: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
+        "bench_answer", default=None
+    )
+
+    def wrap(owner: Any, name: str, key: str, *, outer: bool = False) -> None:
+        original: Callable[..., Awaitable[Any]] = getattr(owner, name)
+
+        async def timed(*a: Any, **k: Any) -> Any:
+            counts = inside.get()
+            mine: dict[str, int] = {"sqlite": 0}
+            token = None
+            if outer:
+                counts = mine
+                token = inside.set(mine)
+            t = time.perf_counter()
+            try:
+                return await original(*a, **k)
+            finally:
+                if counts is not None:
+                    spans[key].append(time.perf_counter() - t)
+                if token is not None:
+                    inside.reset(token)
+                    spans["sqlite calls"].append(float(mine["sqlite"]))
+
+        setattr(owner, name, timed)
+
+    original_execute: Any = aiosqlite.Connection._execute
+
+    async def counted(self: Any, fn: Any, *a: Any, **k: Any) -> Any:
+        counts = inside.get()
+        if counts is not None:
+            counts["sqlite"] += 1
+        return await original_execute(self, fn, *a, **k)
+
+    aiosqlite.Connection._execute = counted  # type: ignore[method-assign]
+    wrap(routes, "answer_ask", "handler", outer=True)
+    wrap(answering.Answering, "_tap", "tap: record+claim txn, send, settle txn")
+    wrap(answering.Answering, "_send", "send + settle txn")
+    wrap(gateway.Gateway, "_send_reply", "agent round trip (gateway's client)")
+    wrap(gateway.Gateway, "_remember", "remember (lookup)")
+    wrap(routes, "_answer_view", "answer view (lookup)")
+    return spans
+
+
+def _traced_top(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot) -> list[Json]:
+    stats = after.compare_to(before, "filename")
+    return [
+        {
+            "file": str(s.traceback[0].filename).replace(str(Path.cwd()) + "/", ""),
+            "kib": round(s.size_diff / 1024, 1),
+        }
+        for s in stats[:10]
+    ]
+
+
+async def main(args: argparse.Namespace) -> None:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    sources = load_sources(args.sources)
+    settings = Settings(
+        sources=sources,
+        db_path=args.db,
+        host="127.0.0.1",
+        port=0,
+        timing=FAST if args.fast else LinkTiming(),
+    )
+    spans = _instrument_answers() if args.trace_answers else {}
+    profiler = cProfile.Profile() if args.profile else None
+    gc.collect()
+    rss_before = rss_kib()
+    snap_before = None
+    if args.tracemalloc:
+        tracemalloc.start()
+        snap_before = tracemalloc.take_snapshot()
+    if profiler is not None:
+        profiler.enable()
+    started = time.perf_counter()
+    app = create_app(settings)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
+    await web.SockSite(runner, sock).start()
+    gw: Gateway = app[GATEWAY]
+    try:
+        async with asyncio.timeout(args.ready_timeout):
+            await asyncio.gather(*(link.ready.wait() for link in gw.links.values()))
+    except TimeoutError:
+        states: dict[str, int] = {}
+        for mirror in gw.mirrors.values():
+            states[mirror.state.value] = states.get(mirror.state.value, 0) + 1
+        say({"error": f"not all links Ready in {args.ready_timeout} s: {states}"})
+        await runner.cleanup()
+        return
+    ready_s = time.perf_counter() - started
+    rss_ready = rss_kib()
+    await asyncio.sleep(args.settle)  # streams open, the first flush written
+    rss_settled = rss_kib()
+    traced = None
+    top: list[Json] = []
+    if snap_before is not None:
+        gc.collect()
+        snap_after = tracemalloc.take_snapshot()
+        traced = sum(s.size_diff for s in snap_after.compare_to(snap_before, "filename"))
+        top = _traced_top(snap_before, snap_after)
+        tracemalloc.stop()
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(str(args.profile) + ".ready")
+        profiler = cProfile.Profile()
+    say(
+        {
+            "port": port,
+            "ready_s": ready_s,
+            "rss_before_kib": rss_before,
+            "rss_ready_kib": rss_ready,
+            "rss_settled_kib": rss_settled,
+            "traced_bytes": traced,
+            "traced_top": top,
+            "links": len(gw.links),
+        }
+    )
+    encoder = msgspec.json.Encoder()
+
+    async def dashboard_compute(command: Json) -> Json:
+        times = []
+        size = 0
+        for _ in range(int(command.get("n", 1000))):
+            t = time.perf_counter()
+            size = len(encoder.encode(gw.dashboard()))
+            times.append(time.perf_counter() - t)
+        return {"p50_ms": pct(times, 50) * 1e3, "p99_ms": pct(times, 99) * 1e3, "bytes": size}
+
+    async def counts(command: Json) -> Json:
+        return {
+            "open": sum(m.open_count for m in gw.mirrors.values()),
+            "ready": sum(1 for m in gw.mirrors.values() if m.state.value == "ready"),
+            "bus_subscribers": gw.bus.subscribers,
+        }
+
+    async def answer_spans(command: Json) -> Json:
+        out = {
+            key: {"n": len(v), "p50_ms": pct(v, 50) * 1e3, "p99_ms": pct(v, 99) * 1e3}
+            for key, v in spans.items()
+            if key != "sqlite calls"
+        }
+        calls = spans.get("sqlite calls", [])
+        out["sqlite calls"] = {"n": len(calls), "mean": sum(calls) / max(len(calls), 1)}
+        for v in spans.values():
+            v.clear()
+        return out
+
+    async def profile_start(command: Json) -> Json:
+        if profiler is None:
+            return {"profiling": False}
+        profiler.enable()
+        return {"profiling": True}
+
+    async def profile_stop(command: Json) -> Json:
+        if profiler is None:
+            return {"profiling": False}
+        profiler.disable()
+        out = f"{args.profile}.{command.get('phase', 'run')}"
+        profiler.dump_stats(out)
+        profiler.clear()
+        return {"profile": out}
+
+    try:
+        await serve_commands(
+            {
+                "dashboard_compute": dashboard_compute,
+                "counts": counts,
+                "answer_spans": answer_spans,
+                "profile_start": profile_start,
+                "profile_stop": profile_stop,
+            },
+            args.max_seconds,
+        )
+    finally:
+        await runner.cleanup()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--sources", type=Path, required=True)
+    p.add_argument("--db", type=Path, required=True)
+    p.add_argument("--tracemalloc", action="store_true")
+    p.add_argument("--profile", type=Path)
+    p.add_argument("--fast", action="store_true", help="short link backoff")
+    p.add_argument("--trace-answers", action="store_true", help="time the answer path's parts")
+    p.add_argument("--settle", type=float, default=1.0)
+    p.add_argument("--ready-timeout", type=float, default=90.0)
+    p.add_argument("--max-seconds", type=float, default=HELPER_MAX_SECONDS)
+    asyncio.run(main(p.parse_args()))

@@ -1,0 +1,322 @@
+"""Issue 4: a streamed reply through the gateway, and one list page of a long history.
+
+Run: ``python bench/chat_bench.py [--deltas N] [--rounds N] [--profile DIR]``.
+
+(a) 10,000 ``item.delta`` events: deltas/s reaching a phone's live stream
+(``GET /api/v1/events``, read with aiohttp) beside the same deltas read straight from the
+agent's own ``GET /events``, in two modes — *live* (both readers follow while the agent writes
+as fast as the SDK lets it) and *backlog* (the deltas are written while the gateway's link is
+away; then the agent's stream is replayed straight, and the gateway catches up).
+(b) ``GET /api/v1/agents/{agent}/conversations`` (a visit: it reads the first 100 closed
+conversations from the agent) for an agent with 100,000 closed conversations and one with
+1,000, beside the agent's own ``GET /conversations?state=closed&limit=100``.
+The agents live in a helper process, the gateway in another; this process is the phone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from _common import (
+    Child,
+    Json,
+    Probe,
+    Timer,
+    heading,
+    pct,
+    ratio,
+    row,
+    short_dir,
+    sse_events,
+    start_agents,
+    start_gateway,
+    verdict,
+    write_sources,
+)
+
+RATE_TARGET = 0.5  # issue 4: the gateway keeps at least half the direct rate
+LIST_TARGET_MS = 20.0  # issue 4
+CHAT = "chat"
+CONV = "c-bench"
+TOKEN = re.compile(r"w\d+ ")  # the text of one delta (bench/_agents.py: stream)
+
+
+@dataclass
+class Arrivals:
+    """When each delta reached a reader (counted by its text, so a reader that receives
+    several deltas merged into one event counts them all)."""
+
+    want: int
+    times: list[float] = field(default_factory=list)
+    resets: int = 0
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def hit(self, deltas: int) -> None:
+        """``deltas`` of the reply's deltas arrived now (a phone event may carry several)."""
+        self.times.extend([time.perf_counter()] * deltas)
+        if len(self.times) >= self.want:
+            self.done.set()
+
+    def rate(self) -> float:
+        if len(self.times) < 2:
+            return 0.0
+        return (len(self.times) - 1) / (self.times[-1] - self.times[0])
+
+
+async def phone_reader(http: aiohttp.ClientSession, url: str, box: list[Arrivals]) -> None:
+    """The phone's live stream: counts ``chat.delta`` of the chat into ``box[0]``."""
+    async with http.get(url, timeout=aiohttp.ClientTimeout(total=None)) as resp:
+        async for event in sse_events(resp):
+            if event.event == "reset":
+                box[0].resets += 1
+            elif event.event == "chat.delta" and f'"conversation_id":"{CONV}"' in event.data:
+                box[0].hit(len(TOKEN.findall(event.data)))
+
+
+async def direct_reader(socket: str, after: int, arrivals: Arrivals) -> None:
+    """The agent's own stream from ``after``: counts ``item.delta`` until ``arrivals.want``."""
+    connector = aiohttp.UnixConnector(path=socket)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        headers = {"Last-Event-ID": str(after)}
+        async with http.get("http://agent/events", headers=headers) as resp:
+            async for event in sse_events(resp):
+                if event.event == "reset":
+                    arrivals.resets += 1
+                elif event.event == "item.delta":
+                    arrivals.hit(len(TOKEN.findall(event.data)))
+                    if arrivals.done.is_set():
+                        return
+
+
+async def wait_done(arrivals: Arrivals, within: float) -> None:
+    try:
+        async with asyncio.timeout(within):
+            await arrivals.done.wait()
+    except TimeoutError:
+        pass
+
+
+async def deltas_part(agents: Child, probe: Probe, port: int, direct_socket: str, n: int) -> Json:
+    out: Json = {}
+    base = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession(base) as http:
+        box = [Arrivals(n)]
+        phone = asyncio.create_task(phone_reader(http, "/api/v1/events", box))
+        async with http.get(f"/api/v1/agents/{CHAT}/conversations/{CONV}") as resp:
+            assert resp.status == 200, await resp.text()  # the phone shows the chat
+        await asyncio.sleep(0.2)
+        # --- live: both readers follow while the agent writes --------------------------------
+        before = (await agents.call({"cmd": "last_event", "agent": CHAT}))["last"]
+        direct = Arrivals(n)
+        reader = asyncio.create_task(direct_reader(direct_socket, before, direct))
+        await asyncio.sleep(0.2)
+        await probe.begin("live")
+        made = await agents.call({"cmd": "stream", "agent": CHAT, "deltas": n}, within=120.0)
+        await wait_done(direct, 30.0)
+        await wait_done(box[0], 30.0)
+        await probe.end("live")
+        reader.cancel()
+        out["live"] = {"made": made, "direct": direct, "phone": box[0]}
+        # --- backlog: written while the gateway's link is away, then caught up ---------------
+        box[0] = Arrivals(n)
+        await agents.call({"cmd": "pause", "agent": CHAT})
+        made = await agents.call({"cmd": "stream", "agent": CHAT, "deltas": n}, within=120.0)
+        direct = Arrivals(n)
+        reader = asyncio.create_task(direct_reader(direct_socket, made["before"], direct))
+        await wait_done(direct, 30.0)
+        reader.cancel()
+        await probe.begin("backlog")
+        await agents.call({"cmd": "resume", "agent": CHAT})
+        await wait_done(box[0], 60.0)
+        await probe.end("backlog")
+        out["backlog"] = {"made": made, "direct": direct, "phone": box[0]}
+        phone.cancel()
+        await asyncio.gather(phone, reader, return_exceptions=True)
+    return out
+
+
+async def list_part(port: int, where: Json, rounds: int, budget_s: float) -> Json:
+    """Visits of both lists and the agents' own reads, interleaved in random order."""
+    times: dict[str, list[float]] = {}
+    shapes: dict[str, Any] = {}
+    rng = random.Random(4)
+    sessions: dict[str, aiohttp.ClientSession] = {}
+    gw = aiohttp.ClientSession(f"http://127.0.0.1:{port}", connector=aiohttp.TCPConnector(limit=1))
+    try:
+        calls: dict[str, tuple[aiohttp.ClientSession, str]] = {}
+        for agent in ("closed100k", "closed1k"):
+            connector = aiohttp.UnixConnector(path=where[agent]["socket"])
+            sessions[agent] = aiohttp.ClientSession(connector=connector)
+            calls[f"gateway {agent}"] = (gw, f"/api/v1/agents/{agent}/conversations")
+            calls[f"direct {agent}"] = (
+                sessions[agent],
+                "http://agent/conversations?state=closed&limit=100",
+            )
+        for key, (http, url) in calls.items():
+            times[key] = []
+            for _ in range(10):  # warm-up
+                async with http.get(url) as resp:
+                    body = await resp.read()
+            shapes[key] = json.loads(body)
+        clock = Timer()
+        for _ in range(rounds):
+            order = list(calls)
+            rng.shuffle(order)
+            for key in order:
+                http, url = calls[key]
+                t = time.perf_counter()
+                async with http.get(url) as resp:
+                    await resp.read()
+                    if resp.status != 200:
+                        raise RuntimeError(f"{url} answered {resp.status}")
+                times[key].append(time.perf_counter() - t)
+            if clock.elapsed > budget_s:
+                break
+    finally:
+        await gw.close()
+        for s in sessions.values():
+            await s.close()
+    return {"times": times, "shapes": shapes}
+
+
+async def run(args: argparse.Namespace) -> Json:
+    with short_dir() as tmp:
+        spec = [
+            {
+                "name": CHAT,
+                "socket": str(tmp / "chat.sock"),
+                "extra_sockets": [str(tmp / "chat-direct.sock")],
+                "state": str(tmp / "chat.db"),
+                "chat": True,
+                "keep_events": 100_000,
+            },
+            {
+                "name": "closed100k",
+                "socket": str(tmp / "c100k.sock"),
+                "state": str(tmp / "c100k.db"),
+                "closed": 100_000,
+            },
+            {
+                "name": "closed1k",
+                "socket": str(tmp / "c1k.sock"),
+                "state": str(tmp / "c1k.db"),
+                "closed": 1_000,
+            },
+        ]
+        clock = Timer()
+        agents, where = await start_agents(tmp, spec)
+        seeded_s = clock.elapsed
+        gateway = None
+        try:
+            sources = write_sources(tmp, where)
+            extra = ["--fast"]
+            if args.profile:
+                extra += ["--profile", str(args.profile / "gateway-chat.prof")]
+            gateway, ready = await start_gateway(sources, tmp / "gateway.db", *extra)
+            direct_socket = where[CHAT]["extra"][0]
+            probe = Probe(gateway, args.profile, args.py_spy)
+            deltas = await deltas_part(agents, probe, ready["port"], direct_socket, args.deltas)
+            await probe.begin("list")
+            lists = await list_part(ready["port"], where, args.rounds, budget_s=40.0)
+            await probe.end("list")
+        finally:
+            if gateway is not None:
+                await gateway.close()
+            await agents.close()
+    return {"deltas": deltas, "lists": lists, "seeded_s": seeded_s, "probe": probe}
+
+
+def report(r: Json, args: argparse.Namespace) -> None:
+    n = args.deltas
+    heading(f"(a) a streamed reply of {n:,} deltas: deltas/s reaching the reader")
+    for mode, text in (
+        ("live", "live (both follow while the agent writes)"),
+        ("backlog", "backlog (written while the link was away)"),
+    ):
+        m = r["deltas"][mode]
+        direct: Arrivals = m["direct"]
+        phone: Arrivals = m["phone"]
+        made = m["made"]
+        row(text, "")
+        row(
+            "  agent wrote",
+            f"{n:,} deltas in {made['seconds']:.2f} s = {n / made['seconds']:,.0f}/s",
+        )
+        row(
+            "  direct: agent's GET /events",
+            f"{direct.rate():,.0f}/s ({len(direct.times):,} read, {direct.resets} resets)",
+        )
+        row(
+            "  gateway: phone's /api/v1/events",
+            f"{phone.rate():,.0f}/s ({len(phone.times):,} read, {phone.resets} resets)",
+        )
+        share = phone.rate() / direct.rate() if direct.rate() else 0.0
+        row("  ratio gateway / direct", ratio(phone.rate(), direct.rate()))
+        if mode == "live" and phone.times and direct.times:
+            lag = (phone.times[-1] - direct.times[-1]) * 1e3
+            row("  last delta: phone after direct", f"{lag:.1f} ms")
+        cpu = r["probe"].cpu[mode]
+        row("  gateway CPU (all threads)", f"{cpu:.2f} s = {cpu / n * 1e6:.0f} µs per delta")
+        complete = len(phone.times) == n and phone.resets == 0
+        row(
+            f"  target >= {RATE_TARGET:g} x direct",
+            verdict(share >= RATE_TARGET and complete)
+            + ("" if complete else " (the phone did not get every delta)"),
+        )
+
+    heading("(b) one list page: GET /api/v1/agents/{agent}/conversations (a visit)")
+    lists = r["lists"]
+    times = lists["times"]
+    p99 = {}
+    for agent, total in (("closed1k", "1,000"), ("closed100k", "100,000")):
+        g, d = times[f"gateway {agent}"], times[f"direct {agent}"]
+        shape = lists["shapes"][f"gateway {agent}"]
+        closed = len(shape.get("closed") or [])
+        footer = (shape.get("footer") or {}).get("kind")
+        p99[agent] = pct(g, 99)
+        row(f"{total} closed ({len(g)} visits)", f"{closed} closed rows, footer {footer!r}")
+        row("  gateway p50 / p99", f"{pct(g, 50) * 1e3:.2f} / {pct(g, 99) * 1e3:.2f} ms")
+        row("  direct agent read p50 / p99", f"{pct(d, 50) * 1e3:.2f} / {pct(d, 99) * 1e3:.2f} ms")
+        row(
+            "  ratio gateway / direct",
+            f"p50 {ratio(pct(g, 50), pct(d, 50))}, p99 {ratio(pct(g, 99), pct(d, 99))}",
+        )
+    growth = p99["closed100k"] / p99["closed1k"]
+    worst = max(p99.values()) * 1e3
+    row("p99 growth 100,000 vs 1,000", f"{growth:.2f}x")
+    row(
+        f"target < {LIST_TARGET_MS:g} ms (p99), flat",
+        f"{verdict(worst < LIST_TARGET_MS)} (worst p99 {worst:.2f} ms); "
+        f"{'flat' if growth < 1.5 else 'GROWS'} with the total",
+    )
+    row("setup: seeding + starting the agents", f"{r['seeded_s']:.1f} s")
+    r["probe"].print()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--deltas", type=int, default=10_000)
+    p.add_argument("--rounds", type=int, default=300, help="list visits per agent")
+    p.add_argument("--profile", type=Path, help="cProfile the gateway per phase, dumps here")
+    p.add_argument("--py-spy", type=Path, help="py-spy the gateway per phase, output here")
+    args = p.parse_args()
+    for where in (args.profile, args.py_spy):
+        if where is not None:
+            where.mkdir(parents=True, exist_ok=True)
+    clock = Timer()
+    results = asyncio.run(asyncio.wait_for(run(args), timeout=170.0))
+    report(results, args)
+    print(f"\n(total {clock.elapsed:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
