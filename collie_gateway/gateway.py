@@ -119,6 +119,14 @@ class Gateway:
         self.store.mark_all(mirror.name)
         self._publish_row(mirror)
         self.bus.publish("list.reset", {"agent": mirror.name})
+        # Asks raised while the gateway was away push now; once per ask (P3) keeps the rest
+        # quiet.
+        for conv in list(mirror.conversations.values()):
+            for ask in conv.asks:
+                self.spawn(
+                    self.pushing.ask_raised(mirror.name, ask, conv.title, from_snapshot=True),
+                    "push",
+                )
 
     def event_received(self, mirror: AgentMirror, event: AgentEvent, change: Change) -> None:
         """An agent event was applied to the mirror."""
@@ -306,12 +314,14 @@ class Gateway:
         self.spawn(self._save_note(agent, conv_id, key, note), "note")
 
     async def _save_note(self, agent: str, conv_id: str, key: str, note: Note) -> None:
-        async with self.store.transaction() as db:
-            await db.execute(
+        row = (agent, conv_id, key, note.kind, note.text, note.at.isoformat(), note.after_item)
+        await self.store.run(
+            lambda conn: conn.execute(
                 "INSERT OR IGNORE INTO notes(agent, conversation, key, kind, text, at, after_item)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (agent, conv_id, key, note.kind, note.text, note.at.isoformat(), note.after_item),
+                row,
             )
+        )
 
     async def load_notes(self, agent: str, conv_id: str) -> list[Note]:
         """The stored notes of one conversation, oldest first."""

@@ -12,6 +12,7 @@ import base64
 import binascii
 import logging
 import secrets
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -233,26 +234,33 @@ class Pushing:
 
     # --- asks -----------------------------------------------------------------------------
 
-    async def ask_raised(self, agent: str, ask: Ask, pane: str | None) -> None:
-        """Decide and send the push for one raised ask; never raises."""
+    async def ask_raised(
+        self, agent: str, ask: Ask, pane: str | None, *, from_snapshot: bool = False
+    ) -> None:
+        """Decide and send the push for one raised ask; never raises. ``from_snapshot``: the
+        ask was found open in a snapshot (raised while the gateway was away); one already
+        pushed is then passed over without a log line."""
         try:
-            await self._ask_raised(agent, ask, pane)
+            await self._ask_raised(agent, ask, pane, from_snapshot)
         except Exception:
             log.exception("push for an ask of %s failed", agent)
 
-    async def _ask_raised(self, agent: str, ask: Ask, pane: str | None) -> None:
+    async def _ask_raised(self, agent: str, ask: Ask, pane: str | None, quiet: bool) -> None:
         now = self.gw.settings.clock()
         key = once_key(
             self.machine, agent, tool_call=ask.tool.call_id if ask.tool else None, ask=ask.id
         )
-        async with self.gw.store.transaction() as db:
-            cur = await db.execute(
+
+        def claim_once(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
                 "INSERT OR IGNORE INTO push_once(key, at) VALUES (?, ?)", (key, now.timestamp())
             )
-            first = cur.rowcount == 1
-            await cur.close()
+            return cur.rowcount == 1
+
+        first = await self.gw.store.run(claim_once)
         if not first:
-            await self._log(agent, ask, None, "suppressed", "already pushed for this ask (P3)")
+            if not quiet:
+                await self._log(agent, ask, None, "suppressed", "already pushed for this ask (P3)")
             return
         for hook in self.targets.webhooks:
             self.gw.spawn(self._webhook(hook, agent, ask), "webhook")
@@ -312,10 +320,11 @@ class Pushing:
 
     async def _save_limiter(self, now: datetime) -> None:
         state = self.limiter.to_state(now.timestamp())
-        async with self.gw.store.transaction() as db:
-            await db.execute(
+        await self.gw.store.run(
+            lambda conn: conn.execute(
                 "INSERT OR REPLACE INTO kv(key, value) VALUES ('push_limiter', ?)", (state,)
             )
+        )
 
     async def _delivered(
         self, delivery: Delivery, agent: str, ask: Ask, registered_at: float | None
@@ -340,7 +349,15 @@ class Pushing:
         )
 
     async def _webhook(self, hook: WebhookTarget, agent: str, ask: Ask) -> None:
-        body = msgspec.json.encode({"machine": self.machine, "agent": agent, "ask": ask})
+        mask = self.gw.redact
+        shown = msgspec.structs.replace(
+            ask,
+            title=mask(ask.title),
+            text=mask(ask.text),
+            push_title=mask(ask.push_title) if ask.push_title else None,
+            push_line=mask(ask.push_line) if ask.push_line else None,
+        )
+        body = msgspec.json.encode({"machine": self.machine, "agent": agent, "ask": shown})
         result = await hook.post(body)
         outcome = "sent" if result.ok else "failed"
         await self._write_log(agent, ask.conversation, ask.id, "webhook", outcome, result.reason)
@@ -362,16 +379,18 @@ class Pushing:
         provider_id: str | None = None,
     ) -> None:
         at = self.gw.settings.clock().isoformat()
-        async with self.gw.store.transaction() as db:
-            await db.execute(
+        row = (at, agent, conversation, ask, device, outcome, reason, provider_id)
+
+        def write(conn: sqlite3.Connection) -> None:
+            cur = conn.execute(
                 "INSERT INTO push_log(at, agent, conversation, ask, device, outcome, reason,"
                 " provider_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (at, agent, conversation, ask, device, outcome, reason, provider_id),
+                row,
             )
-            await db.execute(
-                "DELETE FROM push_log WHERE id <= (SELECT MAX(id) FROM push_log) - ?",
-                (LOG_KEPT,),
-            )
+            if cur.lastrowid is not None and cur.lastrowid % 1000 == 0:
+                conn.execute("DELETE FROM push_log WHERE id <= ?", (cur.lastrowid - LOG_KEPT,))
+
+        await self.gw.store.run(write)
         self.gw.bus.publish(
             "push.logged",
             {"agent": agent, "ask": ask, "device": device, "outcome": outcome, "reason": reason},

@@ -290,19 +290,22 @@ class Store:
                     deletes.append((name, cid))
                 else:
                     puts.append((name, cid, _encoder.encode(conv)))
-        async with self.transaction() as db:
-            await db.executemany(
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.executemany(
                 "INSERT INTO agents(name, state, reason, hello, wire, last_event_id) "
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET state=excluded.state,"
                 " reason=excluded.reason, hello=excluded.hello, wire=excluded.wire,"
                 " last_event_id=excluded.last_event_id",
                 agent_rows,
             )
-            await db.executemany("DELETE FROM conversations WHERE agent = ?", [(n,) for n in wipe])
-            await db.executemany("DELETE FROM conversations WHERE agent = ? AND id = ?", deletes)
-            await db.executemany(
+            conn.executemany("DELETE FROM conversations WHERE agent = ?", [(n,) for n in wipe])
+            conn.executemany("DELETE FROM conversations WHERE agent = ? AND id = ?", deletes)
+            conn.executemany(
                 "INSERT OR REPLACE INTO conversations(agent, id, body) VALUES (?, ?, ?)", puts
             )
+
+        await self.run(write)
 
     async def stored_state(self, agent: str) -> LinkState | None:
         """The link state last written for ``agent`` (for tests and diagnostics)."""
