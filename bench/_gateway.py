@@ -90,8 +90,6 @@ def _instrument_answers() -> dict[str, list[float]]:
     wrap(answering.Answering, "_tap", "tap: record+claim txn, send, settle txn")
     wrap(answering.Answering, "_send", "send + settle txn")
     wrap(gateway.Gateway, "_send_reply", "agent round trip (gateway's client)")
-    wrap(gateway.Gateway, "_remember", "remember (lookup)")
-    wrap(routes, "_answer_view", "answer view (lookup)")
     return spans
 
 
