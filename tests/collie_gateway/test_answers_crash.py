@@ -51,7 +51,8 @@ class GatewayProcess:
         async def up() -> bool:
             try:
                 async with aiohttp.ClientSession() as http, http.get(self.base + "/healthz") as r:
-                    return (await r.json())["ready"] == 1
+                    body: dict[str, int] = await r.json()
+                    return body["ready"] == 1
             except aiohttp.ClientError:
                 return False
 

@@ -206,7 +206,7 @@ async def test_T1_decided_first(rig: Rig) -> None:
 
 
 async def test_T1_expired_first(rig: Rig) -> None:
-    client, gw, agent, conv = await desk(rig)
+    client, gw, _, conv = await desk(rig)
     await raised(
         gw, conv, id="p", kind="text", title="Name?", deadline=rig.clock() + timedelta(seconds=5)
     )
@@ -276,7 +276,7 @@ async def test_T1_uncertain_then_retry_reaches_the_agent_once(rig: Rig) -> None:
         return await handler(request)
 
     timing = LinkTiming(connect=1, request=0.5, stream_read=1, backoff_first=0.05, backoff_cap=0.2)
-    client, gw, agent, conv = await desk(rig, timing=timing, middlewares=[slow])
+    client, gw, _, conv = await desk(rig, timing=timing, middlewares=[slow])
     ask = await raised(gw, conv, id="p", kind="text", title="Name?")
     first = await answer(client, "p", "r1", {"text": "a"})
     assert first["outcome"] == "uncertain"
@@ -377,11 +377,30 @@ async def test_R3_expired_and_decided_without_a_tap_leave_a_line(rig: Rig) -> No
 
 async def test_R4_answered_or_stopped_leave_no_line(rig: Rig) -> None:
     client, gw, agent, conv = await desk(rig)
+
+    @agent.on_message
+    async def turn(handle: ConversationHandle, _: Any) -> None:
+        ask = await handle.ask(id="s", kind="text", title="Which file?")
+        await ask.wait()
+
     await raised(gw, conv, id="a", kind="text", title="Name?")
     await answer(client, "a", "r1", {"text": "x"})
     await eventually(lambda: gw.find_ask("desk", "a") is None)
+    sent = {"request_id": "m1", "text": "tidy the notes"}
+    await post_json(client, "/api/v1/agents/desk/conversations/c1/messages", sent)
+    await eventually(lambda: gw.find_ask("desk", "s") is not None)
+    now_turn = (await chat(client))["turn"]
+    stopped = await post_json(
+        client,
+        "/api/v1/agents/desk/conversations/c1/stop",
+        {"request_id": "stop-1", "turn": now_turn},
+    )
+    assert stopped["outcome"] == "accepted"
+    await eventually(lambda: gw.find_ask("desk", "s") is None)
     await asyncio.sleep(0.1)
-    assert receipts(await chat(client)) == []
+    view = await chat(client)
+    assert receipts(view) == []
+    assert any(line["kind"] == "stopped" and line["text"] == "stopped" for line in view["lines"])
 
 
 async def test_R3_receipts_survive_a_gateway_restart(rig: Rig) -> None:
