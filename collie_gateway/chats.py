@@ -127,7 +127,7 @@ class Chats:
 
     async def close(self) -> None:
         """Cancel background refreshes."""
-        for task in self._refreshes.values():
+        for task in list(self._refreshes.values()):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task

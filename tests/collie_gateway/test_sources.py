@@ -55,11 +55,11 @@ def test_sources_good_file_in_order(tmp_path: Path) -> None:
         ),
         (
             '{"durable_agents": [{"name": "a", "socket": "/a", "url": "http://127.0.0.1:1"}]}',
-            "entry 1 ('a'): give exactly one of \"socket\" or \"url\", not both or neither",
+            'entry 1 (\'a\'): give exactly one of "socket" or "url", not both or neither',
         ),
         (
             '{"durable_agents": [{"name": "a"}]}',
-            "entry 1 ('a'): give exactly one of \"socket\" or \"url\", not both or neither",
+            'entry 1 (\'a\'): give exactly one of "socket" or "url", not both or neither',
         ),
         (
             '{"durable_agents": [{"name": "a", "url": "http://x.test", "token_env": "NOPE"}]}',
