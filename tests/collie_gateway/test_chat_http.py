@@ -217,7 +217,8 @@ async def test_H1_H2_H3_header_lines(rig: Rig) -> None:
 
     async def line2(text: str) -> bool:
         header: dict[str, Any] = (await get_json(client, CHAT))["header"]
-        return header["line2"] == text
+        shown: str | None = header["line2"]
+        return shown == text
 
     await eventually(lambda: line2("Step 2 of 3: Save a note"))
     await conv.update(progress=Progress(percent=42, label="loading"))
