@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,6 +21,10 @@ from wire.messages import Conversation, Item
 ECHO_WINDOW = timedelta(seconds=30)  # spec C5: match by text within 30 s
 LINE_LIFETIME = timedelta(minutes=10)  # spec C5: an unechoed line stops showing
 CHAT_TEXT_LIMIT = 200_000  # ours: what one chat item shows at most
+
+
+# Rendering is pure and can cost a lot for a long item: each final text is rendered once.
+_render = functools.lru_cache(maxsize=2048)(render)
 
 
 class LineState(enum.StrEnum):
@@ -138,7 +143,7 @@ def item_line(item: Item, catalogue: Catalogue) -> ChatLine:
     )
     match item.kind:
         case "markdown":
-            line.html = render(text)
+            line.html = _render(text)
         case "code":
             line.text = text
             line.language = clean(item.language, LABEL_LIMIT).text if item.language else None
