@@ -124,6 +124,8 @@ class Chats:
         self.mine: dict[tuple[str, str], list[MyLine]] = {}
         self.last_item: dict[tuple[str, str], str] = {}
         self._refreshes: dict[str, asyncio.Task[None]] = {}
+        self._loading: dict[tuple[str, str], list[tuple[str | None, AgentEvent | Note]]] = {}
+        self.unsaved: dict[tuple[str, str], list[Note]] = {}  # notes not yet in SQLite
 
     async def close(self) -> None:
         """Cancel background refreshes."""
@@ -253,17 +255,42 @@ class Chats:
         return self.view(agent, state, show_all=show_all)
 
     async def _load(self, agent: str, conv_id: str) -> ChatState:
-        fetched = await self.gw.client(agent).get("/conversations/" + quote(conv_id, safe=""))
-        if fetched.status == 404:
-            raise AgentRejected("no such conversation", status=404, code="not_found")
-        if not 200 <= fetched.status < 300:
-            raise AgentRejected(f"the agent answered {fetched.status}", status=fetched.status)
-        conv = decode(fetched.body, Conversation)
-        state = ChatState(conv=msgspec.structs.replace(conv, items=None))
-        for item in conv.items or []:
-            state.put(item)
-        state.notes = await self.gw.load_notes(agent, conv_id)
-        self.chats[(agent, conv_id)] = state
+        key = (agent, conv_id)
+        # Events and notes that arrive while the chat is read are kept and applied after
+        # (those the snapshot already holds are skipped by event id): none is lost.
+        buffer = self._loading.setdefault(key, [])
+        try:
+            client = self.gw.client(agent)
+            fetched = await client.get("/conversations/" + quote(conv_id, safe=""))
+            if fetched.status == 404:
+                raise AgentRejected("no such conversation", status=404, code="not_found")
+            if not 200 <= fetched.status < 300:
+                raise AgentRejected(f"the agent answered {fetched.status}", status=fetched.status)
+            conv = decode(fetched.body, Conversation)
+            state = ChatState(conv=msgspec.structs.replace(conv, items=None))
+            for item in conv.items or []:
+                state.put(item)
+            state.notes = await self.gw.load_notes(agent, conv_id)
+        finally:
+            self._loading.pop(key, None)
+        seen = {(n.kind, n.text, n.at) for n in state.notes}
+        unsaved: list[tuple[str | None, AgentEvent | Note]] = [
+            (None, n) for n in self.unsaved.get(key, [])
+        ]
+        for event_id, late in unsaved + buffer:
+            if isinstance(late, Note):
+                if (late.kind, late.text, late.at) not in seen:
+                    seen.add((late.kind, late.text, late.at))
+                    state.notes.append(late)
+            elif _newer(event_id, fetched.event_id):
+                match late:
+                    case ItemAppended(item=item) | ItemUpdated(item=item):
+                        state.put(item)
+                    case ItemDelta(item_id=item_id, text=text):
+                        state.delta(item_id, text)
+                    case _:
+                        pass
+        self.chats[key] = state
         while len(self.chats) > CHATS_KEPT:
             self.chats.popitem(last=False)
         return state
@@ -321,6 +348,9 @@ class Chats:
             return
         key = (agent, cid)
         state = self.chats.get(key)
+        loading = self._loading.get(key)
+        if loading is not None:
+            loading.append((self.gw.mirrors[agent].last_event_id, event))
         match event:
             case ItemAppended(item=item) | ItemUpdated(item=item):
                 self.last_item[key] = item.id
@@ -368,10 +398,22 @@ class Chats:
         state = self.chats.get((agent, conv_id))
         if state is not None:
             state.notes.append(note)
+        loading = self._loading.get((agent, conv_id))
+        if loading is not None:
+            loading.append((None, note))
+        self.unsaved.setdefault((agent, conv_id), []).append(note)
         self.gw.bus.publish(
             "chat.note", {"agent": agent, "conversation_id": conv_id, "note": _note_json(note)}
         )
         self.gw.save_note(agent, conv_id, key, note)
+
+    def note_saved(self, agent: str, conv_id: str, note: Note) -> None:
+        """A note reached SQLite: a chat read from now on finds it there."""
+        notes = self.unsaved.get((agent, conv_id))
+        if notes is not None and note in notes:
+            notes.remove(note)
+            if not notes:
+                del self.unsaved[agent, conv_id]
 
     def _echoed(self, key: tuple[str, str], item: Item, now: datetime) -> None:
         lines = self.mine.get(key)
@@ -408,6 +450,15 @@ class Chats:
     def ready(self, agent: str) -> bool:
         """Whether the agent's link is ready."""
         return self.gw.mirrors[agent].state is LinkState.READY
+
+
+def _newer(event_id: str | None, snapshot_id: str | None) -> bool:
+    """Whether an event came after the snapshot (unknown ids: assume it did)."""
+    if event_id is None or snapshot_id is None:
+        return True
+    if event_id.isdigit() and snapshot_id.isdigit():
+        return int(event_id) > int(snapshot_id)
+    return True
 
 
 class _ReadFailed(Exception):

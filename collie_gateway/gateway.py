@@ -322,6 +322,7 @@ class Gateway:
                 row,
             )
         )
+        self.chats.note_saved(agent, conv_id, note)
 
     async def load_notes(self, agent: str, conv_id: str) -> list[Note]:
         """The stored notes of one conversation, oldest first."""
