@@ -148,8 +148,8 @@ def encode_event(id: int | str | None, event: str | None, data: str) -> bytes:
     """Encode one event: ``id:``, ``event:``, one ``data:`` line per line of ``data``.
 
     Raises:
-        LocalWireError: ``id`` or ``event`` holds a line break (or ``id`` a NUL), which the
-            stream cannot carry.
+        LocalWireError: ``id`` or ``event`` holds a line break (or ``id`` a NUL), or any part
+            a lone surrogate, which the stream cannot carry.
     """
     parts: list[str] = []
     if id is not None:
@@ -163,7 +163,10 @@ def encode_event(id: int | str | None, event: str | None, data: str) -> bytes:
         parts.append(f"event: {event}\n")
     parts.extend(f"data: {line}\n" for line in _LINE_BREAK.split(data))
     parts.append("\n")
-    return "".join(parts).encode()
+    try:
+        return "".join(parts).encode()
+    except UnicodeEncodeError:
+        raise LocalWireError("an event cannot carry a lone surrogate") from None
 
 
 __all__ = ["COMMENT_PING", "MAX_LINE", "SSEEvent", "SSEParser", "encode_event"]

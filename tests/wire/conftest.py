@@ -196,6 +196,15 @@ async def client(served: Served) -> AsyncIterator[Client]:
         await c.close()
 
 
+async def eventually(check: Callable[[], bool], within: float = 2.0) -> None:
+    """Wait until ``check()`` holds (what a background task does shows up a little later)."""
+    async with asyncio.timeout(within):
+        while True:
+            if check():
+                return
+            await asyncio.sleep(0.005)  # polling: the checks read state no event announces
+
+
 def message(request_id: str, text: str = "hi", **extra: Any) -> dict[str, Any]:
     """A ``SendMessage`` body."""
     return {"request_id": request_id, "text": text, **extra}

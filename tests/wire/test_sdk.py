@@ -257,8 +257,13 @@ async def test_an_event_over_1_mib_is_refused_and_nothing_changes(served: Served
     last = served.agent._store.last_event_id
     with pytest.raises(LocalWireError):
         await conv.append(kind="reply", text="é" * 600_000)  # 1.2 MB of UTF-8
-    assert conv.items == []
-    assert served.agent._store.last_event_id == last
+    with pytest.raises(LocalWireError):
+        await conv.append(kind="reply", text="\ud800")  # not UTF-8 at all
+    item = await conv.append(kind="reply", final=False)
+    with pytest.raises(LocalWireError):
+        await item.delta("\udfff")
+    assert [i.text for i in conv.items] == [""]
+    assert served.agent._store.last_event_id == last + 1
 
 
 # --- closed conversations -----------------------------------------------------------------
@@ -402,7 +407,7 @@ async def test_live_events_arrive(served: Served, client: Client) -> None:
         assert isinstance(event, ConversationOpened)
 
 
-@pytest.mark.parametrize("last", ["1", "999", "abc", "-3"])
+@pytest.mark.parametrize("last", ["1", "999", "abc", "-3", "²", "١٢"])
 async def test_reset_when_replay_is_impossible(make_agent: AgentFactory, last: str) -> None:
     async with serve_agent(make_agent(keep_events=5)) as (agent, address):
         conv = await agent.open_conversation(id="c1")

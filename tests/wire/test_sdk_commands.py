@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fixtures.agents.harness import Served, serve_agent
-from tests.wire.conftest import AgentFactory, Client, FakeClock, decoded, message
+from tests.wire.conftest import AgentFactory, Client, FakeClock, decoded, eventually, message
 from wire.agent import (
     Agent,
     Answer,
@@ -65,12 +65,12 @@ class Counter:
 async def test_same_request_twice_runs_once(served: Served, client: Client) -> None:
     counter = Counter()
     served.agent.on_message(counter)
-    await served.agent.open_conversation(id="c1")
+    conv = await served.agent.open_conversation(id="c1")
     first = await client.post("/conversations/c1/messages", message("r1", "once"))
     again = await client.post("/conversations/c1/messages", message("r1", "once"))
     assert first.status == again.status == 200
     assert first.body == again.body == {"outcome": "accepted", "conversation_id": "c1"}
-    await asyncio.sleep(0.05)
+    await eventually(lambda: conv.state == "idle" and bool(counter.calls))
     assert counter.calls == ["once"]
     snap = (await client.get("/conversations/c1")).body
     assert snap["turn"] == 1
@@ -90,7 +90,7 @@ async def test_same_request_id_other_body_is_409(served: Served, client: Client)
         answer = await client.post(path, body)
         assert answer.status == 409
         assert answer.body["error"] == "request_id_reused"
-    await asyncio.sleep(0.05)
+    await eventually(lambda: bool(counter.calls))
     assert counter.calls == ["one"]
     assert not served.agent.conversations[0].closed
 
@@ -140,7 +140,7 @@ async def test_concurrent_commands_each_run_once(served: Served, client: Client)
     bodies = [message(f"r{n % 10}", f"t{n % 10}") for n in range(20)]
     answers = await asyncio.gather(*(client.post("/conversations/c1/messages", b) for b in bodies))
     assert {a.status for a in answers} == {200}
-    await asyncio.sleep(0.1)
+    await eventually(lambda: len(counter.calls) >= 10 and not served.agent.conversations[0].running)
     assert sorted(counter.calls) == sorted(f"t{n}" for n in range(10))
     assert served.agent.conversations[0].turn == 10
 
@@ -448,9 +448,7 @@ async def test_stop_the_current_turn(served: Served, client: Client) -> None:
         ("c1", 1)
     ]
     assert (await turn.ask.wait()).how == "stopped"
-    await asyncio.sleep(0.05)
-    assert turn.cancelled
-    assert conv.state == "idle"
+    await eventually(lambda: turn.cancelled and conv.state == "idle")
     assert not conv.running
     again = await client.outcome("/conversations/c1/stop", {"request_id": "s1", "turn": 1})
     assert again == "accepted"
@@ -522,7 +520,7 @@ async def test_steer_goes_into_the_running_turn(served: Served, client: Client) 
     assert await client.outcome("/conversations/c1/messages", stale) == "moved_on"
     current = message("st2", "left, please", steer=True, turn=1)
     assert await client.outcome("/conversations/c1/messages", current) == "accepted"
-    await asyncio.sleep(0.05)
+    await eventually(lambda: bool(turn.steers))
     assert turn.steers == ["left, please"]
     assert conv.turn == 1
     assert [i.text for i in conv.items if i.kind == "user"] == ["hi", "left, please"]
@@ -541,11 +539,11 @@ async def test_messages_queue_as_new_turns(served: Served, client: Client) -> No
     conv = await served.agent.open_conversation(id="c1")
     await client.outcome("/conversations/c1/messages", message("m1", "one"))
     await client.outcome("/conversations/c1/messages", message("m2", "two"))
-    await asyncio.sleep(0.05)
+    await eventually(lambda: order == ["start one"])
     assert conv.turn == 2
     assert conv.state == "working"
     gate.set()
-    await asyncio.sleep(0.05)
+    await eventually(lambda: conv.state == "idle")
     assert order == ["start one", "end one", "start two", "end two"]
     assert conv.state == "idle"
 
@@ -557,7 +555,7 @@ async def test_a_failing_turn_leaves_a_notice(served: Served, client: Client) ->
 
     conv = await served.agent.open_conversation(id="c1")
     await client.outcome("/conversations/c1/messages", message("m1"))
-    await asyncio.sleep(0.05)
+    await eventually(lambda: conv.state == "idle")
     assert [i.kind for i in conv.items] == ["user", "notice"]
     assert conv.state == "idle"
 
@@ -606,7 +604,7 @@ async def test_buttons(served: Served, client: Client) -> None:
     assert await tap("nope", "b3") == {"outcome": "not_found", "reason": "button"}
     assert await tap("wait", "b4") == {"outcome": "refused", "reason": "busy"}
     assert await tap("off", "b5") == {"outcome": "refused", "reason": "disabled"}
-    await asyncio.sleep(0.05)
+    await eventually(lambda: bool(taps))
     assert taps == ["go"]
 
 
@@ -699,5 +697,29 @@ async def test_start_needs_the_feature(make_agent: AgentFactory) -> None:
         try:
             answer = await c.post("/conversations", {"request_id": "n1", "starter": "note"})
             assert answer.body == {"outcome": "refused", "reason": "unsupported"}
+        finally:
+            await c.close()
+
+
+async def test_a_failing_starter_records_nothing(make_agent: AgentFactory) -> None:
+    agent: Agent = make_agent(starters=STARTERS)
+    calls: list[str] = []
+
+    @agent.on_start
+    async def start(starter_id: str) -> ConversationHandle:
+        calls.append(starter_id)
+        if len(calls) == 1:
+            raise RuntimeError("no disk")
+        return await agent.open_conversation(title="A note")
+
+    async with serve_agent(agent) as (_, address):
+        c = Client(address)
+        try:
+            body = {"request_id": "n1", "starter": "note"}
+            failed = await c.post("/conversations", body)
+            assert (failed.status, failed.body["error"]) == (500, "internal")
+            retried = await c.post("/conversations", body)
+            assert retried.body["outcome"] == "accepted"
+            assert calls == ["note", "note"]
         finally:
             await c.close()

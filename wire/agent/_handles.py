@@ -57,7 +57,7 @@ def checked(value: S) -> S:
     """``value`` if it keeps the wire's limits (a decoder would take it), else raise."""
     try:
         decode(encode(value), type(value))
-    except RemoteWireError as exc:
+    except (RemoteWireError, UnicodeEncodeError) as exc:
         raise LocalWireError(f"{type(value).__name__} breaks the wire's limits: {exc}") from None
     return value
 
@@ -379,8 +379,9 @@ class ItemHandle:
             if item.final:
                 raise LocalWireError(f"item {item.id} is final")
             new = replace(item, text=item.text + text)
-            if len(new.text) > MAX_TEXT:  # the one limit a delta can break
+            if len(new.text) > MAX_TEXT:  # the limits a delta can break: length, and UTF-8
                 raise LocalWireError(f"item {item.id} is over {MAX_TEXT} characters")
+            checked(text)
             conv.agent._put_item(tx, conv, self._seq, new, text)
 
         await conv.agent._transact(build)

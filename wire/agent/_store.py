@@ -106,7 +106,10 @@ class Tx:
         """
         event_id = self.first_event_id + len(self.frames)
         type_ = str(type(event).__struct_config__.tag)
-        data = encode(event)
+        try:
+            data = encode(event)
+        except UnicodeEncodeError:
+            raise LocalWireError(f"a {type_} event holds a lone surrogate") from None
         if len(data) > MAX_EVENT:
             raise LocalWireError(f"a {type_} event of {len(data)} bytes is over {MAX_EVENT}")
         self.frames.append(frame(event_id, type_, data))
