@@ -74,6 +74,7 @@ class ChatState:
     index: dict[str, int] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
     pieces: dict[str, list[str]] = field(default_factory=dict)
+    seen: str | None = None  # the read's Wire-Event-Id: item events up to it are in ``items``
 
     def put(self, item: Item) -> None:
         """Append or replace an item."""
@@ -124,6 +125,7 @@ class Chats:
         self.mine: dict[tuple[str, str], list[MyLine]] = {}
         self.last_item: dict[tuple[str, str], str] = {}
         self._refreshes: dict[str, asyncio.Task[None]] = {}
+        self._read_again: set[str] = set()
         self._loading: dict[tuple[str, str], list[tuple[str | None, AgentEvent | Note]]] = {}
         self.unsaved: dict[tuple[str, str], list[Note]] = {}  # notes not yet in SQLite
 
@@ -165,7 +167,7 @@ class Chats:
         warning = self.gw.version_warning(agent)
         closed = self.closed.get(agent) if self._asks_history(agent) else None
         if closed is None and self._asks_history(agent):
-            closed = ClosedRead(status=ReadStatus.NO_ANSWER)
+            closed = ClosedRead()  # not read yet (a poll before any visit): no footer
         return build_list(mirror.conversations.values(), closed, ctx, version_warning=warning)
 
     async def read_closed(self, agent: str) -> ClosedRead:
@@ -222,16 +224,25 @@ class Chats:
 
     def _refresh_closed_soon(self, agent: str) -> None:
         """A conversation opened or closed: read the closed rows once more (L5)."""
-        if not self._asks_history(agent) or agent in self._refreshes:
+        if not self._asks_history(agent):
+            return
+        if agent in self._refreshes:
+            # The read in flight may have been answered before this change: read once more.
+            self._read_again.add(agent)
             return
 
         async def refresh() -> None:
             try:
-                await asyncio.sleep(0.05)  # several open/close events: one read
-                await self.read_closed(agent)
-                self.gw.bus.publish("list.changed", self.build(agent))
+                while True:
+                    await asyncio.sleep(0.05)  # several open/close events: one read
+                    self._read_again.discard(agent)
+                    await self.read_closed(agent)
+                    self.gw.bus.publish("list.changed", self.build(agent))
+                    if agent not in self._read_again:
+                        return
             finally:
                 self._refreshes.pop(agent, None)
+                self._read_again.discard(agent)
 
         self._refreshes[agent] = asyncio.create_task(refresh())
 
@@ -267,7 +278,7 @@ class Chats:
             if not 200 <= fetched.status < 300:
                 raise AgentRejected(f"the agent answered {fetched.status}", status=fetched.status)
             conv = decode(fetched.body, Conversation)
-            state = ChatState(conv=msgspec.structs.replace(conv, items=None))
+            state = ChatState(conv=msgspec.structs.replace(conv, items=None), seen=fetched.event_id)
             for item in conv.items or []:
                 state.put(item)
             state.notes = await self.gw.load_notes(agent, conv_id)
@@ -348,13 +359,16 @@ class Chats:
             return
         key = (agent, cid)
         state = self.chats.get(key)
+        event_id = self.gw.mirrors[agent].last_event_id
         loading = self._loading.get(key)
         if loading is not None:
-            loading.append((self.gw.mirrors[agent].last_event_id, event))
+            loading.append((event_id, event))
+        # A stream behind the chat's read brings events the read holds: skip them (wire §10).
+        fresh = state is not None and _newer(event_id, state.seen)
         match event:
             case ItemAppended(item=item) | ItemUpdated(item=item):
                 self.last_item[key] = item.id
-                if state is not None:
+                if state is not None and fresh:
                     state.put(item)
                 if item.kind == "user":
                     self._echoed(key, item, now)
@@ -362,7 +376,7 @@ class Chats:
                     "chat.item", {"agent": agent, "conversation_id": cid, "item": item}
                 )
             case ItemDelta(item_id=item_id, text=text):
-                if state is not None:
+                if state is not None and fresh:
                     state.delta(item_id, text)
                 self.gw.bus.publish(
                     "chat.delta",

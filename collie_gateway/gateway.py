@@ -32,6 +32,7 @@ from wire.messages import (
     AgentEvent,
     Answer,
     Ask,
+    AskChanged,
     AskRaised,
     AskResolved,
     CommandResult,
@@ -144,6 +145,11 @@ class Gateway:
             if change.resolved is not None:
                 self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
             self.spawn(self.resend_pending(mirror.name, event.ask_id), "settle")
+        if isinstance(event, AskChanged):
+            # An unsettled tap on the old version can no longer be applied, but it holds the
+            # ask's claim: send it again now, so it settles ("changed") and frees the claim
+            # for a tap on the new version.
+            self.spawn(self.resend_pending(mirror.name, event.ask.id), "settle")
         self.chats.on_event(mirror.name, event, change, now)
         for hook in self.hooks:
             hook(mirror, event, change)
@@ -231,10 +237,11 @@ class Gateway:
     def _always_refusal(self, agent: str, ask: Ask | None, answer: Answer) -> str | None:
         """Collie's reason to refuse an "Always allow" (A5, A6), else None."""
         cat = self.settings.catalogue
-        if ask is None or ask.kind != "permission" or answer.option is None:
+        if ask is None or ask.kind != "permission":
             return None  # not an "Always allow" Collie can judge: the agent validates it
-        option = next((o for o in ask.options if o.id == answer.option), None)
-        if option is None or option.role != "always":
+        chosen = [answer.option] if answer.option is not None else list(answer.options or [])
+        always = {o.id for o in ask.options if o.role == "always"}
+        if not always.intersection(chosen):
             return None
         if not answer.confirmed:
             return cat["refused_always"]

@@ -251,9 +251,9 @@ async def conversation_list(request: web.Request) -> web.Response:
     """L1–L8: a visit reads the closed rows from the agent; ``poll=true`` never does (L5)."""
     agent = agent_of(request)
     chats = request.app[GATEWAY].chats
-    if flag(request, "poll"):
-        return encoded(chats.build(agent))
-    return encoded(await chats.visit(agent))
+    view = chats.build(agent) if flag(request, "poll") else await chats.visit(agent)
+    view.event_id = request.app[GATEWAY].bus.last_id  # subscribe after it: nothing twice
+    return encoded(view)
 
 
 async def closed_page(request: web.Request) -> web.Response:
@@ -282,6 +282,7 @@ async def chat(request: web.Request) -> web.Response:
         return json_error(504, "no_answer", cat["footer_no_answer"])
     except RemoteWireError as exc:
         return json_error(502, "agent_error", f"the agent's answer was not wire v1: {exc}")
+    view.event_id = gw.bus.last_id  # subscribe after it: nothing twice
     return encoded(view)
 
 

@@ -102,6 +102,7 @@ class Chat(Struct, kw_only=True):
     dots: bool
     composer: Composer
     turn: int
+    event_id: str | None = None  # the live stream's newest event this view includes
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,7 @@ class ConversationList(Struct, kw_only=True):
     closed: list[ListRow] | None
     footer: Footer | None
     new: str | None
+    event_id: str | None = None  # the live stream's newest event this view includes
 
 
 @dataclass(frozen=True, slots=True)

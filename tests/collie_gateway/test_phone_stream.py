@@ -1,0 +1,260 @@
+"""The phone's live stream ``GET /api/v1/events`` against SDK agents on real sockets: it carries
+every change of a list or a chat, and a phone that reconnects with ``Last-Event-ID`` misses
+nothing (or is told to ``reset``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import ClientResponse
+from aiohttp.test_utils import TestClient
+
+from collie_gateway.gateway import Gateway
+from collie_gateway.mirror import LinkState
+from collie_gateway.sources import Source
+from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
+from wire.agent import Agent, ConversationHandle, SendMessage
+from wire.sse import SSEParser
+
+Client = TestClient[Any, Any]
+CHAT = "/api/v1/agents/desk/conversations/c1"
+FEATURES = ["history", "stop", "close", "reopen"]
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    type: str
+    data: Any
+
+    @property
+    def seq(self) -> int:
+        return int(self.id.rsplit("-", 1)[1])
+
+
+class Phone:
+    """One phone on the live stream; its events are read in the background."""
+
+    def __init__(self, resp: ClientResponse) -> None:
+        self.resp = resp
+        self.events: list[Event] = []
+        self.hello: dict[str, Any] | None = None
+        self._task = asyncio.create_task(self._read())
+
+    @classmethod
+    async def connect(cls, client: Client, last_event_id: str | None = None) -> Phone:
+        headers = {"Last-Event-ID": last_event_id} if last_event_id is not None else {}
+        resp = await client.get("/api/v1/events", headers=headers)
+        assert resp.status == 200
+        assert resp.headers["Content-Type"] == "text/event-stream"
+        phone = cls(resp)
+        await eventually(lambda: phone.hello is not None)
+        return phone
+
+    async def _read(self) -> None:
+        parser = SSEParser()
+        async for chunk in self.resp.content.iter_any():
+            for sse in parser.feed(chunk):
+                data = json.loads(sse.data)
+                if sse.event == "stream":
+                    self.hello = data
+                else:
+                    assert sse.id is not None
+                    self.events.append(Event(sse.id, sse.event, data))
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self.resp.close()
+
+    def of(self, type_: str) -> list[Any]:
+        return [e.data for e in self.events if e.type == type_]
+
+    async def wait_for(self, type_: str, check: Callable[[Any], bool] = lambda _: True) -> Any:
+        """The first event of ``type_`` that passes ``check``, once it came."""
+        await eventually(lambda: any(check(d) for d in self.of(type_)))
+        return next(d for d in self.of(type_) if check(d))
+
+    @property
+    def last_id(self) -> str:
+        return self.events[-1].id
+
+
+async def start(rig: Rig, **settings: Any) -> tuple[Client, Gateway, Agent, ConversationHandle]:
+    agent = rig.agent("desk", runtime="desk", features=FEATURES)
+    sock = await rig.serve("desk")
+    conv = await agent.open_conversation("c1", title="Notes")
+    client, gw = await rig.gateway([Source(name="desk", socket=sock)], **settings)
+    await eventually(lambda: gw.mirrors["desk"].state is LinkState.READY)
+    return client, gw, agent, conv
+
+
+async def test_stream_carries_every_change_of_a_list_and_a_chat(rig: Rig) -> None:
+    client, _gw, agent, conv = await start(rig)
+    release = asyncio.Event()
+
+    @agent.on_message
+    async def turn(handle: ConversationHandle, msg: SendMessage) -> None:
+        await release.wait()
+
+    await get_json(client, CHAT)  # the phone shows the chat: it is kept live
+    phone = await Phone.connect(client)
+    assert phone.hello is not None
+    assert phone.hello["stream_id"].startswith("s-")
+
+    # A conversation opens: its row, the dashboard's counts, the closed rows read again.
+    other = await agent.open_conversation("c2", title="Plans")
+    row = await phone.wait_for("list.row", lambda d: d["row"]["conversation_id"] == "c2")
+    assert (row["agent"], row["row"]["title"]) == ("desk", "Plans")
+    dash = await phone.wait_for("dashboard.row", lambda d: d["right"].get("open") == 2)
+    assert dash["agent"] == "desk"
+    await phone.wait_for("list.changed")
+
+    # The chat: an item, its deltas, its final text.
+    item = await conv.append(kind="reply", final=False)
+    appended = await phone.wait_for("chat.item", lambda d: d["item"]["id"] == item.id)
+    assert (appended["conversation_id"], appended["item"]["final"]) == ("c1", False)
+    await item.delta("Hel")
+    await item.delta("lo")
+    await eventually(
+        lambda: (
+            "".join(d["text"] for d in phone.of("chat.delta") if d["item_id"] == item.id) == "Hello"
+        )
+    )
+    await item.finish()
+    final = await phone.wait_for(
+        "chat.item", lambda d: d["item"]["id"] == item.id and d["item"].get("final", True)
+    )
+    assert final["item"]["text"] == "Hello"
+
+    # The conversation changes: its row and its chat's header.
+    await conv.update(title="Notes, sorted")
+    await phone.wait_for("list.row", lambda d: d["row"]["title"] == "Notes, sorted")
+    changed = await phone.wait_for(
+        "chat.changed", lambda d: d["header"]["title"] == "Notes, sorted"
+    )
+    assert changed["conversation_id"] == "c1"
+
+    # An ask: the row waits, the dashboard counts it, the chat shows its card.
+    ask = await conv.ask(kind="text", id="q1", title="Which folder?")
+    waiting = await phone.wait_for("list.row", lambda d: d["row"]["waiting"])
+    assert (waiting["row"]["line"], waiting["row"]["open_asks"]) == ("Which folder?", 1)
+    await phone.wait_for("dashboard.row", lambda d: d["right"].get("waiting") == 1)
+    await phone.wait_for("chat.changed", lambda d: len(d["cards"]["cards"]) == 1)
+    await ask.decide()
+    await phone.wait_for("chat.note", lambda d: d["note"]["kind"] == "receipt")
+
+    # The person's message: its echo, the dots, and a stop's note.
+    await post_json(client, CHAT + "/messages", {"request_id": "m1", "text": "Go"})
+    echo = await phone.wait_for("chat.item", lambda d: d["item"]["kind"] == "user")
+    assert echo["item"]["request_id"] == "m1"
+    working = await phone.wait_for("chat.changed", lambda d: d["dots"] and d["turn"] == 1)
+    stop = working["bar"]["controls"][0]
+    assert (stop["label"], stop["tappable"]) == ("Stop", True)
+    await post_json(client, CHAT + "/stop", {"request_id": "s1", "turn": 1})
+    note = await phone.wait_for("chat.note", lambda d: d["note"]["kind"] == "stopped")
+    assert (note["conversation_id"], note["note"]["text"]) == ("c1", "stopped")
+
+    # A conversation closes: its row goes, the closed rows are read again and hold it.
+    count = len(phone.of("list.changed"))
+    await other.close()
+    gone = await phone.wait_for("list.removed")
+    assert gone == {"agent": "desk", "conversation_id": "c2"}
+    await eventually(lambda: len(phone.of("list.changed")) > count)
+    listing = phone.of("list.changed")[-1]
+    assert [r["conversation_id"] for r in listing["closed"]] == ["c2"]
+    assert [r["conversation_id"] for r in listing["rows"]] == ["c1"]
+
+    seqs = [e.seq for e in phone.events]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # numbered, none skipped
+    await phone.close()
+
+
+async def test_reconnect_with_last_event_id_misses_nothing(rig: Rig) -> None:
+    client, gw, agent, conv = await start(rig)
+    await get_json(client, CHAT)
+    steady = await Phone.connect(client)  # never disconnects: the reference
+    phone = await Phone.connect(client)
+
+    async def changes(tag: str) -> None:
+        item = await conv.append(kind="reply", final=False)
+        for piece in ("a", "b", "c"):
+            await item.delta(f"{tag}{piece}")
+        await item.finish()
+        await conv.update(subtitle=f"after {tag}")
+        extra = await agent.open_conversation(f"x-{tag}", title=tag)
+        await extra.close()
+
+    await changes("one")
+    await eventually(lambda: len(phone.events) >= 4)
+    await phone.close()
+    last = phone.last_id
+    before = list(phone.events)
+    await changes("two")  # while the phone is away
+    await eventually(lambda: gw.mirrors["desk"].conversations["c1"].subtitle == "after two")
+    again = await Phone.connect(client, last_event_id=last)
+    await changes("three")  # live again
+    await conv.update(title="marker")
+
+    def has_marker(p: Phone) -> bool:
+        return any(e.type == "list.row" and e.data["row"]["title"] == "marker" for e in p.events)
+
+    await eventually(lambda: has_marker(again) and has_marker(steady))
+    await asyncio.sleep(0.1)  # anything after the marker reaches both phones
+    got = before + again.events
+    assert "reset" not in [e.type for e in got]
+    assert [e.seq for e in got] == list(range(got[0].seq, got[0].seq + len(got)))  # once, in order
+    assert got == steady.events  # every change, exactly once, as a phone that never left saw it
+    types = {e.type for e in again.events}
+    assert {"chat.item", "chat.delta", "list.row", "list.removed", "list.changed"} <= types
+    await steady.close()
+    await again.close()
+
+
+async def test_reset_for_an_id_from_another_boot(rig: Rig) -> None:
+    client, _gw, _agent, conv = await start(rig)
+    phone = await Phone.connect(client)
+    await conv.update(title="Renamed")
+    await phone.wait_for("list.row")
+    old_boot_id = phone.last_id
+    await phone.close()
+    assert rig.client is not None
+    await rig.client.close()  # the gateway restarts: a new boot
+    client2, gw2 = await rig.gateway([Source(name="desk", socket=rig.sockets["desk"])])
+    await eventually(lambda: gw2.mirrors["desk"].state is LinkState.READY)
+    back = await Phone.connect(client2, last_event_id=old_boot_id)
+    await eventually(lambda: bool(back.events))
+    assert back.events[0].type == "reset"
+    await back.close()
+    for stale in ("garbage", f"{gw2.bus.boot}-999999", f"{gw2.bus.boot}-x"):
+        other = await Phone.connect(client2, last_event_id=stale)
+        await eventually(lambda other=other: bool(other.events))
+        assert other.events[0].type == "reset", stale
+        await other.close()
+    fresh = await Phone.connect(client2)  # no id: a new phone, nothing to reset
+    await conv.update(title="Again")
+    await fresh.wait_for("list.row")
+    assert "reset" not in [e.type for e in fresh.events]
+    await fresh.close()
+
+
+async def test_reset_for_a_phone_that_fell_out_of_the_ring(rig: Rig) -> None:
+    client, gw, _agent, conv = await start(rig, phone_ring=5)
+    phone = await Phone.connect(client)
+    await conv.update(title="t0")
+    await phone.wait_for("list.row")
+    last = phone.last_id
+    await phone.close()
+    for n in range(1, 8):
+        await conv.update(title=f"t{n}")
+    await eventually(lambda: gw.mirrors["desk"].conversations["c1"].title == "t7")
+    back = await Phone.connect(client, last_event_id=last)
+    await eventually(lambda: bool(back.events))
+    assert back.events[0].type == "reset"  # older than the ring keeps: read the screens again
+    await back.close()
