@@ -128,4 +128,5 @@ def card_state(record: Record) -> CardState | None:
         request_id=record.tap.request_id,
         retry=record.attempts > 1,
         reason=record.reason,
+        version=record.tap.version,
     )

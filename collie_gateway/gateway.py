@@ -222,29 +222,27 @@ class Gateway:
         """Take one tap: record, claim, send once, settle (spec T1)."""
         tap = Tap(request_id, agent, ask_id, version, _encoder.encode(answer))
         cat = self.settings.catalogue
-        warning = self.version_warning(agent)
-        if warning is not None:
-            return self._remember(tap, await self.answering.refuse(tap, warning))
-        ask = self.find_ask(agent, ask_id)
-        refusal = self._always_refusal(agent, ask, answer)
+        refusal = self.version_warning(agent) or self._refusal(
+            agent, self.find_ask(agent, ask_id), version, answer
+        )
         if refusal is not None:
-            return self._remember(tap, await self.answering.refuse(tap, refusal))
-        result = await self.answering.tap(tap, self._send_reply)
+            result = await self.answering.refuse(tap, refusal)  # nothing is sent
+        else:
+            result = await self.answering.tap(tap, self._send_reply)
         if result.conflict:
             return Result(Outcome.REFUSED, cat["refused_conflict"], request_id, True, result.record)
         return self._remember(tap, result)
 
-    def _always_refusal(self, agent: str, ask: Ask | None, answer: Answer) -> str | None:
-        """Collie's reason to refuse an "Always allow" (A5, A6), else None."""
-        cat = self.settings.catalogue
-        if ask is None or ask.kind != "permission":
-            return None  # not an "Always allow" Collie can judge: the agent validates it
-        chosen = [answer.option] if answer.option is not None else list(answer.options or [])
-        always = {o.id for o in ask.options if o.role == "always"}
-        if not always.intersection(chosen):
+    def _refusal(self, agent: str, ask: Ask | None, version: int, answer: Answer) -> str | None:
+        """Collie's reason to refuse a tap without sending it, else None: an ask the phone
+        cannot answer (A7: an unknown kind or over a card's limits; wire §8: the gateway sends
+        no reply for it), or an "Always allow" without its second tap or where the card does
+        not offer it (A5, A6)."""
+        if ask is None or ask.version != version:
+            # Not mirrored, or not the version the person saw (the agent answers "changed"):
+            # nothing Collie can judge; the agent validates it.
             return None
-        if not answer.confirmed:
-            return cat["refused_always"]
+        cat = self.settings.catalogue
         card = build_card(
             ask,
             agent_name=agent,
@@ -252,7 +250,17 @@ class Gateway:
             catalogue=cat,
             redact=self.redact,
         )
-        if not card.answerable or cat["text_shortened"] in card.notices or ask.tool is None:
+        if card.body is None:
+            return cat["cannot_answer"]
+        if ask.kind != "permission":
+            return None
+        chosen = [answer.option] if answer.option is not None else list(answer.options or [])
+        always = {o.id for o in ask.options if o.role == "always"}
+        if not always.intersection(chosen):
+            return None
+        if not answer.confirmed:
+            return cat["refused_always"]
+        if cat["text_shortened"] in card.notices or ask.tool is None:
             return cat["refused_always_hidden"]
         return None
 

@@ -54,13 +54,15 @@ class TapOutcome(StrEnum):
 
 
 class CardState(Struct, frozen=True, kw_only=True):
-    """The last tap on a card: its outcome, its request id, whether it was a Retry, and the
-    reason given with a ``refused`` or ``not_open`` outcome."""
+    """The last tap on a card: its outcome, its request id, whether it was a Retry, the
+    reason given with a ``refused`` or ``not_open`` outcome, and the ask version it answered
+    (None: not known)."""
 
     outcome: TapOutcome
     request_id: str
     retry: bool = False
     reason: str | None = None
+    version: int | None = None
 
 
 # --- the card (output) ----------------------------------------------------------------------
@@ -211,7 +213,13 @@ def build_card(
     answer_state: CardState | None = None,
     redact: Redact | None = None,
 ) -> Card:
-    """The card for ``ask``; ``answer_state`` is the last tap on it, if any."""
+    """The card for ``ask``; ``answer_state`` is the last tap on it, if any.
+
+    A tap on an older version of the ask can no longer be applied (the agent answers it
+    ``changed``): whatever it came to, the card of the new version reads as T1's "changed" row
+    and can be answered.
+    """
+    answer_state = _for_version(answer_state, ask.version)
     cleaner = _Cleaner(redact)
     title = cleaner(ask.title, TITLE_LIMIT)
     text = cleaner(ask.text, TEXT_LIMIT, multiline=True)
@@ -258,7 +266,7 @@ def build_cards(
     cards: list[Card] = []
     held_back = 0
     for ask in asks:
-        state = states.get(ask.id)
+        state = _for_version(states.get(ask.id), ask.version)
         if state is not None and state.outcome == TapOutcome.ACCEPTED:
             continue
         if show_all or len(cards) < FIRST_CARDS:
@@ -278,6 +286,13 @@ def build_cards(
         return CardList(cards=cards)
     more = MoreRow(label=catalogue.fmt("show_more", n=held_back), count=held_back)
     return CardList(cards=cards, more=more)
+
+
+def _for_version(state: CardState | None, version: int) -> CardState | None:
+    """``state`` as the card of ``version`` shows it: a tap on another version is "changed"."""
+    if state is None or state.version is None or state.version == version:
+        return state
+    return CardState(outcome=TapOutcome.CHANGED, request_id=state.request_id, version=version)
 
 
 def _fits(ask: Ask) -> bool:

@@ -1,28 +1,37 @@
 """Exactly once through crashes (T1): the gateway or the agent killed -9 at the worst moment.
 
-Real processes: ``collie-gateway serve`` and the ``held`` sample agent, whose reply can be held
-before or after it records the answer. The gateway records a tap before sending it and sends
-unsettled taps again, with the same request id, when the agent's link is ready again.
+Real processes: ``python -m collie_gateway serve`` on a free port and a SQLite file, and the
+``held`` sample agent (``fixtures/agents/held.py``), which raises ``a1`` in ``c1``, logs every
+answer it acts on to a JSON-lines file, and holds its handling of a reply until a file appears:
+before it records the reply (``--hold before``) or after (``--hold after``). The gateway
+records a tap before sending it, and sends unsettled taps again, with the same request id,
+when the agent's link is ready again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import socket
 import sqlite3
 import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from fixtures.agents.harness import REPO, SampleAgent, short_dir
 from tests.collie_gateway.conftest import eventually
 
-ANSWER = {"request_id": "tap-1", "version": 1, "answer": {"option": "allow"}}
+TAP = {"request_id": "tap-1", "version": 1, "answer": {"option": "allow"}}
+ANSWER_PATH = "/api/v1/agents/held/asks/a1/answer"
+UNCERTAIN = "Not sure the answer arrived. Retry sends it once more."
 
 
 def free_port() -> int:
@@ -32,23 +41,28 @@ def free_port() -> int:
 
 
 class GatewayProcess:
-    """``python -m collie_gateway serve`` on a port and a SQLite file."""
+    """``python -m collie_gateway serve`` on a free port and a SQLite file."""
 
-    def __init__(self, sources: Path, db: Path) -> None:
-        self.sources, self.db, self.port = sources, db, free_port()
-        self.proc: asyncio.subprocess.Process | None = None
+    def __init__(self, sources: Path, db: Path, log: Path) -> None:
+        self.sources, self.db, self.log = sources, db, log
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
+        self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
-        env = {**os.environ, "COLLIE_TOKEN": "", "PYTHONPATH": str(REPO)}
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "collie_gateway", "serve", "--sources", str(self.sources),
-            "--db", str(self.db), "--port", str(self.port),
-            cwd=REPO, env=env,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
+        """Run it and wait until its one agent is ready."""
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env.pop("COLLIE_TOKEN", None)
+        with self.log.open("ab") as log:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "collie_gateway", "serve",
+                "--sources", str(self.sources), "--db", str(self.db), "--port", str(self.port),
+                cwd=REPO, env=env, stdout=log, stderr=log,
+            )  # fmt: skip
 
-        async def up() -> bool:
+        async def ready() -> bool:
+            assert self.proc is not None
+            assert self.proc.returncode is None, self.log.read_text(errors="replace")
             try:
                 async with aiohttp.ClientSession() as http, http.get(self.base + "/healthz") as r:
                     body: dict[str, int] = await r.json()
@@ -56,130 +70,176 @@ class GatewayProcess:
             except aiohttp.ClientError:
                 return False
 
-        await eventually(up, within=15)
+        await eventually(ready, within=15)
 
     async def kill(self) -> None:
+        """SIGKILL: no clean shutdown, nothing flushed."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         await self.proc.wait()
+        self.proc = None
 
     async def stop(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
             self.proc.terminate()
-            await self.proc.wait()
+            try:
+                async with asyncio.timeout(10):
+                    await self.proc.wait()
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        self.proc = None
+
+    async def get(self, path: str) -> dict[str, Any]:
+        async with aiohttp.ClientSession() as http, http.get(self.base + path) as r:
+            assert r.status == 200, await r.text()
+            result: dict[str, Any] = await r.json()
+            return result
+
+    async def post(self, path: str, body: object) -> dict[str, Any]:
+        async with aiohttp.ClientSession() as http, http.post(self.base + path, json=body) as r:
+            assert r.status == 200, await r.text()
+            result: dict[str, Any] = await r.json()
+            return result
 
 
-def pending_in_ledger(db: Path, request_id: str) -> bool:
-    """Whether the gateway's SQLite file holds the tap, unsettled."""
-    try:
-        with sqlite3.connect(db) as conn:
+@dataclass
+class Scene:
+    """The held agent (not started) and a gateway for it (not started), in one directory."""
+
+    tmp: Path
+    agent: SampleAgent
+    gateway: GatewayProcess
+    release: Path
+    acts_log: Path
+
+    def ledger(self, request_id: str) -> tuple[int, str | None] | None:
+        """The gateway's record of ``request_id`` in its SQLite file: (settled, outcome)."""
+        with (
+            contextlib.suppress(sqlite3.Error),
+            contextlib.closing(sqlite3.connect(self.gateway.db)) as conn,
+        ):
             row = conn.execute(
-                "SELECT settled FROM answers WHERE request_id = ?", (request_id,)
+                "SELECT settled, outcome FROM answers WHERE request_id = ?", (request_id,)
             ).fetchone()
-    except sqlite3.Error:
-        return False
-    return row is not None and row[0] == 0
+            return None if row is None else (int(row[0]), row[1])
+        return None
+
+    def pending(self, request_id: str) -> bool:
+        """Recorded and not settled: the outcome is not known."""
+        rec = self.ledger(request_id)
+        return rec is not None and rec[0] == 0
+
+    def settled(self, request_id: str) -> bool:
+        rec = self.ledger(request_id)
+        return rec is not None and rec[0] == 1
+
+    def acts(self) -> list[dict[str, Any]]:
+        """Every answer the agent acted on, from its own log."""
+        if not self.acts_log.exists():
+            return []
+        return [json.loads(line) for line in self.acts_log.read_text().splitlines() if line]
+
+    def agent_state(self) -> tuple[list[str], list[tuple[str, str | None]]]:
+        """From the agent's state file: the request ids it recorded, and each
+        ``ask.resolved`` of ``a1`` as (how, request_id)."""
+        with contextlib.closing(sqlite3.connect(self.tmp / "held.db")) as conn:
+            recorded = [str(r[0]) for r in conn.execute("SELECT request_id FROM requests")]
+            rows = conn.execute("SELECT data FROM events WHERE type = 'ask.resolved'").fetchall()
+        events = [json.loads(bytes(r[0])) for r in rows]
+        resolved = [(e["how"], e.get("request_id")) for e in events if e["ask_id"] == "a1"]
+        return recorded, resolved
 
 
-def acts(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
-
-
-async def status(base: str, request_id: str) -> dict[str, Any]:
-    async with (
-        aiohttp.ClientSession() as http,
-        http.get(f"{base}/api/v1/answers/{request_id}") as r,
-    ):
-        assert r.status == 200
-        result: dict[str, Any] = await r.json()
-        return result
-
-
-async def test_T1_gateway_killed_after_recording_before_the_outcome() -> None:
+@contextlib.asynccontextmanager
+async def scene(hold: str) -> AsyncIterator[Scene]:
     with short_dir() as tmp:
-        release, log = tmp / "go", tmp / "acts.jsonl"
+        release, acts_log = tmp / "go", tmp / "acts.jsonl"
+        sock = tmp / "held.sock"
         agent = SampleAgent(
             "held",
             state=tmp / "held.db",
-            socket=tmp / "held.sock",
-            args=["--acts", str(log), "--release", str(release), "--hold", "after"],
+            socket=sock,
+            args=["--acts", str(acts_log), "--release", str(release), "--hold", hold],
         )
         sources = tmp / "sources.json"
-        sources.write_text(
-            json.dumps({"durable_agents": [{"name": "held", "socket": str(tmp / "held.sock")}]})
-        )
-        gateway = GatewayProcess(sources, tmp / "gateway.db")
-        async with agent:
-            await gateway.start()
-            try:
-                url = f"{gateway.base}/api/v1/agents/held/asks/a1/answer"
-
-                async def tap() -> None:
-                    try:
-                        async with aiohttp.ClientSession() as http:
-                            await http.post(url, json=ANSWER)
-                    except aiohttp.ClientError:
-                        pass  # the gateway dies under it
-
-                tapping = asyncio.create_task(tap())
-                await eventually(lambda: pending_in_ledger(tmp / "gateway.db", "tap-1"))
-                await eventually(lambda: len(acts(log)) == 1)  # the agent took it and acted
-                await gateway.kill()  # the tap recorded and sent, its outcome never heard
-                await tapping
-                release.touch()
-                await gateway.start()  # resends the same request id once the link is ready
-                await eventually(lambda: not pending_in_ledger(tmp / "gateway.db", "tap-1"))
-                answer = await status(gateway.base, "tap-1")
-                assert answer["outcome"] == "accepted"
-                assert answer["card"]["closed"] is True
-                await asyncio.sleep(0.3)
-                assert acts(log) == [{"how": "answered", "request_id": "tap-1"}]
-            finally:
-                await gateway.stop()
-
-
-async def _agent_killed(hold: str) -> None:
-    with short_dir() as tmp:
-        release, log = tmp / "go", tmp / "acts.jsonl"
-        args = ["--acts", str(log), "--release", str(release), "--hold", hold]
-        agent = SampleAgent("held", state=tmp / "held.db", socket=tmp / "held.sock", args=args)
-        sources = tmp / "sources.json"
-        sources.write_text(
-            json.dumps({"durable_agents": [{"name": "held", "socket": str(tmp / "held.sock")}]})
-        )
-        gateway = GatewayProcess(sources, tmp / "gateway.db")
-        await agent.start()
-        await gateway.start()
+        sources.write_text(json.dumps({"durable_agents": [{"name": "held", "socket": str(sock)}]}))
+        gateway = GatewayProcess(sources, tmp / "gateway.db", tmp / "gateway.log")
         try:
-            async with aiohttp.ClientSession() as http:
-                url = f"{gateway.base}/api/v1/agents/held/asks/a1/answer"
-                tapping = asyncio.create_task(http.post(url, json=ANSWER))
-                await eventually(lambda: pending_in_ledger(tmp / "gateway.db", "tap-1"))
-                if hold == "after":
-                    await eventually(lambda: len(acts(log)) == 1)  # recorded and acted
-                await agent.kill()
-                resp = await tapping
-                first = await resp.json()
-            assert first["outcome"] == "uncertain"
-            assert first["card"]["line"] == "Not sure the answer arrived. Retry sends it once more."
-            assert first["card"]["retry_label"] == "Retry"
-            release.touch()
-            await agent.start()  # same state file: it remembers request ids it recorded
-            await eventually(lambda: not pending_in_ledger(tmp / "gateway.db", "tap-1"), within=15)
-            answer = await status(gateway.base, "tap-1")
-            assert answer["outcome"] == "accepted"
-            await asyncio.sleep(0.3)
-            assert acts(log) == [{"how": "answered", "request_id": "tap-1"}]
+            yield Scene(tmp, agent, gateway, release, acts_log)
         finally:
+            release.touch()  # no held handler outlives the test
             await gateway.stop()
             await agent.stop()
 
 
-async def test_T1_agent_killed_after_recording_the_answer() -> None:
-    await _agent_killed("after")
+async def exactly_once(s: Scene) -> None:
+    """The phone sees "accepted" for tap-1, its card closed, and the agent acted once."""
+    await eventually(lambda: s.settled("tap-1"), within=15)
+    status = await s.gateway.get("/api/v1/answers/tap-1")
+    assert status["outcome"] == "accepted"
+    assert status["settled"] is True
+    assert status["card"]["closed"] is True
+    retry = await s.gateway.post(ANSWER_PATH, TAP)  # the phone's Retry: the ledger answers
+    assert retry["outcome"] == "accepted"
+    chat = await s.gateway.get("/api/v1/agents/held/conversations/c1?all_cards=true")
+    assert chat["cards"]["cards"] == []
+    await eventually(lambda: len(s.acts()) == 1)
+    assert s.acts() == [{"how": "answered", "request_id": "tap-1"}]
+    recorded, resolved = s.agent_state()
+    assert resolved == [("answered", "tap-1")]
+    assert recorded.count("tap-1") == 1
 
 
-async def test_T1_agent_killed_before_recording_the_answer() -> None:
-    await _agent_killed("before")
+@pytest.mark.parametrize("hold", ["before", "after"])
+async def test_T1_gateway_killed_after_recording_before_the_outcome(hold: str) -> None:
+    """kill -9 of the gateway while its answer is with the agent: held before the agent acts
+    (it acts once the gateway is dead) or after (it acted; its answer never came back)."""
+    async with scene(hold) as s:
+        await s.agent.start()
+        await s.gateway.start()
+
+        async def tap() -> None:
+            with contextlib.suppress(aiohttp.ClientError):
+                await s.gateway.post(ANSWER_PATH, TAP)  # hangs: the gateway dies under it
+
+        tapping = asyncio.create_task(tap())
+        await eventually(lambda: s.pending("tap-1"))  # recorded, unsettled
+        if hold == "after":
+            await eventually(lambda: len(s.acts()) == 1)  # the agent acted; held its answer
+        else:
+            assert s.acts() == []
+        await s.gateway.kill()
+        await tapping
+        assert s.pending("tap-1")  # the outcome was never recorded
+        s.release.touch()
+        await s.gateway.start()  # the same SQLite file: resends tap-1 once the link is ready
+        await exactly_once(s)
+
+
+@pytest.mark.parametrize("hold", ["before", "after"])
+async def test_T1_agent_killed_mid_answer_restarted_on_its_state_file(hold: str) -> None:
+    """kill -9 of the agent while it holds the answer: before it recorded the reply (the
+    resend is the first delivery), or after (its request-id memory gives the first outcome)."""
+    async with scene(hold) as s:
+        await s.agent.start()
+        await s.gateway.start()
+        tapping = asyncio.create_task(s.gateway.post(ANSWER_PATH, TAP))
+        await eventually(lambda: s.pending("tap-1"))
+        if hold == "after":
+            await eventually(lambda: len(s.acts()) == 1)  # recorded and acted
+        await s.agent.kill()
+        first = await tapping
+        assert first["outcome"] == "uncertain"
+        assert first["settled"] is False
+        assert first["card"]["line"] == UNCERTAIN
+        assert first["card"]["retry_label"] == "Retry"
+        recorded, resolved = s.agent_state()
+        if hold == "after":
+            assert (recorded, resolved) == (["tap-1"], [("answered", "tap-1")])
+        else:
+            assert (recorded, resolved) == ([], [])
+        assert s.pending("tap-1")
+        s.release.touch()
+        await s.agent.start()  # the same state file and socket; the gateway resends
+        await exactly_once(s)

@@ -320,11 +320,22 @@ async def test_L5_a_close_during_a_read_is_read_again(rig: Rig) -> None:
 
 async def test_L6_load_more_over_100(rig: Rig) -> None:
     reads = ClosedReads()
-    client, _gw, agent = await start(rig, reads=reads)
+    client, gw, agent = await start(rig, reads=reads)
     for n in range(205):
         conv = await agent.open_conversation(f"c{n:03}", title=f"Conversation {n}")
         await conv.close()
         rig.clock.advance(seconds=1)
+    # Let the opens and closes, and the reads they cause (L5), settle before counting.
+    settled = {"count": -1}
+
+    async def quiet() -> bool:
+        count = reads.count
+        await asyncio.sleep(0.2)
+        stable = count == reads.count == settled["count"] and not gw.chats._refreshes
+        settled["count"] = reads.count
+        return stable
+
+    await eventually(quiet, within=15)
     view = await get_json(client, LIST)
     assert len(view["closed"]) == 100
     assert view["footer"]["text"] == "Load more"
