@@ -136,8 +136,10 @@ _RULES: Final[tuple[_Rule, ...]] = (
         "jwt",
         re.compile(_START + r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*"),
     ),
-    _Rule("github", re.compile(_START + r"(?P<k>gh[pousr]_)[A-Za-z0-9]{30,}")),
-    _Rule("github-fine-grained", re.compile(_START + r"(?P<k>github_pat_)[A-Za-z0-9_]{30,}")),
+    # GitHub's prefixes are distinctive enough to need no boundary: "xghp_…" glued to a word
+    # is still a token (gitleaks' rule has none either).
+    _Rule("github", re.compile(r"(?P<k>gh[pousr]_)[A-Za-z0-9]{30,}")),
+    _Rule("github-fine-grained", re.compile(r"(?P<k>github_pat_)[A-Za-z0-9_]{30,}")),
     # sk-ant-api03-, sk-ant-admin01-, sk-ant-oat01-: the kind stays visible.
     _Rule("anthropic", re.compile(_START + r"(?P<k>sk-ant-(?:[a-z]+\d\d-)?)[A-Za-z0-9_-]{20,}")),
     _Rule(

@@ -162,3 +162,10 @@ def test_X1_mask_cut_is_masked_and_short(text: str, limit: int) -> None:
 def test_X1_secret_masked_in_any_context(case: dict[str, Any], before: str, after: str) -> None:
     out = ON.mask(f"{before} {case['input']}\n{after}")
     assert _leaks(case, out) == []
+
+
+def test_X1_github_token_glued_to_a_word_is_masked() -> None:
+    token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
+    for text in (f"x{token}", f"1{token} deploy", f"key={token}"):
+        masked = Redactor().mask(text)
+        assert token[4:12] not in masked, masked

@@ -74,6 +74,10 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         if exc.status < 400:
             raise
         return _error(exc.status, _CODES.get(exc.status, "bad_request"), exc.reason)
+    except ConnectionResetError:
+        # The client hung up before its request was read: nothing to answer, nothing failed.
+        log.info("%s %s: the client hung up", request.method, request.path)
+        raise
     except Exception:
         log.exception("%s %s failed", request.method, request.path)
         return _error(500, "internal", "The agent failed to answer.")
