@@ -7,6 +7,7 @@ after ``--max-seconds``. Only loopback addresses and Unix sockets are used.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -476,3 +477,22 @@ class Probe:
         for phase, path in self.dumps.items():
             heading(f"cProfile: the gateway during {phase} ({path})")
             print(profile_top(path, 16))
+
+
+def bench_main(
+    p: argparse.ArgumentParser,
+    run: Callable[[argparse.Namespace], Awaitable[Any]],
+    report: Callable[[Any, argparse.Namespace], None],
+) -> None:
+    """The shared tail of every bench script: the profiling options, the run (capped at 170 s),
+    the report and the total time."""
+    p.add_argument("--profile", type=Path, help="cProfile the gateway per phase, dumps here")
+    p.add_argument("--py-spy", type=Path, help="py-spy the gateway per phase, output here")
+    args = p.parse_args()
+    for where in (args.profile, args.py_spy):
+        if where is not None:
+            where.mkdir(parents=True, exist_ok=True)
+    clock = Timer()
+    results = asyncio.run(asyncio.wait_for(run(args), timeout=170.0))
+    report(results, args)
+    print(f"\n(total {clock.elapsed:.0f} s)")

@@ -19,7 +19,6 @@ import random
 import re
 import secrets
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -28,6 +27,7 @@ from _common import (
     Json,
     Probe,
     Timer,
+    bench_main,
     heading,
     pct,
     ratio,
@@ -231,16 +231,7 @@ def main() -> None:
         action="store_true",
         help="time the answer path's parts inside the gateway (small overhead)",
     )
-    p.add_argument("--profile", type=Path, help="cProfile the gateway per phase, dumps here")
-    p.add_argument("--py-spy", type=Path, help="py-spy the gateway per phase, output here")
-    args = p.parse_args()
-    for where in (args.profile, args.py_spy):
-        if where is not None:
-            where.mkdir(parents=True, exist_ok=True)
-    clock = Timer()
-    results = asyncio.run(asyncio.wait_for(run(args), timeout=170.0))
-    report(results, args)
-    print(f"\n(total {clock.elapsed:.0f} s)")
+    bench_main(p, run, report)
 
 
 if __name__ == "__main__":

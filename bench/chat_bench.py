@@ -22,7 +22,6 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -31,6 +30,7 @@ from _common import (
     Json,
     Probe,
     Timer,
+    bench_main,
     heading,
     pct,
     ratio,
@@ -306,16 +306,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--deltas", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=300, help="list visits per agent")
-    p.add_argument("--profile", type=Path, help="cProfile the gateway per phase, dumps here")
-    p.add_argument("--py-spy", type=Path, help="py-spy the gateway per phase, output here")
-    args = p.parse_args()
-    for where in (args.profile, args.py_spy):
-        if where is not None:
-            where.mkdir(parents=True, exist_ok=True)
-    clock = Timer()
-    results = asyncio.run(asyncio.wait_for(run(args), timeout=170.0))
-    report(results, args)
-    print(f"\n(total {clock.elapsed:.0f} s)")
+    bench_main(p, run, report)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ process (``_agents.py``), the gateway in another (``_gateway.py``); this process
 from __future__ import annotations
 
 import argparse
-import asyncio
 import random
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from _common import (
     Probe,
     Spy,
     Timer,
+    bench_main,
     heading,
     pct,
     ratio,
@@ -234,16 +234,7 @@ def report(r: Json, args: argparse.Namespace) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--requests", type=int, default=2000, help="dashboard/healthz pairs per run")
-    p.add_argument("--profile", type=Path, help="cProfile the gateway per phase, dumps here")
-    p.add_argument("--py-spy", type=Path, help="py-spy the gateway per phase, output here")
-    args = p.parse_args()
-    for where in (args.profile, args.py_spy):
-        if where is not None:
-            where.mkdir(parents=True, exist_ok=True)
-    clock = Timer()
-    results = asyncio.run(asyncio.wait_for(run(args), timeout=170.0))
-    report(results, args)
-    print(f"\n(total {clock.elapsed:.0f} s)")
+    bench_main(p, run, report)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from aiohttp import web
 from collie_gateway.app import create_app
 from collie_gateway.errors import ConfigError, GatewayError
 from collie_gateway.pushing import PushTargets, TargetsFactory
+from collie_gateway.redact import redactor_from_env
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_sources
 from collie_gateway.strings import Catalogue
@@ -119,7 +120,7 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
 
 def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
     catalogue = Catalogue.from_file(args.strings) if args.strings else Catalogue()
-    redact = os.environ.get("COLLIE_REDACT", "1").strip().lower() not in ("0", "false", "off", "no")
+    redact = redactor_from_env(os.environ).enabled
     return Settings(
         sources=load_sources(sources_path),
         db_path=args.db,

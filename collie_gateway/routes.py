@@ -51,6 +51,12 @@ def encoded(payload: object, status: int = 200) -> web.Response:
     )
 
 
+def http_error(kind: type[web.HTTPError], code: str, message: str) -> web.HTTPError:
+    """An HTTP error to raise, with the phone API's JSON error body."""
+    body = _encoder.encode({"error": code, "message": message}).decode()
+    return kind(text=body, content_type="application/json")
+
+
 def flag(request: web.Request, name: str) -> bool:
     """A boolean query parameter: ``true``/``false`` (absent is false).
 
@@ -59,12 +65,7 @@ def flag(request: web.Request, name: str) -> bool:
     """
     value = request.query.get(name, "false").lower()
     if value not in ("true", "false", "1", "0"):
-        raise web.HTTPBadRequest(
-            text=_encoder.encode(
-                {"error": "bad_request", "message": f"{name} must be true or false"}
-            ).decode(),
-            content_type="application/json",
-        )
+        raise http_error(web.HTTPBadRequest, "bad_request", f"{name} must be true or false")
     return value in ("true", "1")
 
 
@@ -221,10 +222,7 @@ async def body_of(request: web.Request, kind: type[T]) -> T:
     try:
         return msgspec.json.decode(raw, type=kind)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise web.HTTPBadRequest(
-            text=_encoder.encode({"error": "bad_request", "message": str(exc)}).decode(),
-            content_type="application/json",
-        ) from None
+        raise http_error(web.HTTPBadRequest, "bad_request", str(exc)) from None
 
 
 def agent_of(request: web.Request) -> str:
@@ -235,12 +233,7 @@ def agent_of(request: web.Request) -> str:
     """
     name = request.match_info["agent"]
     if name not in request.app[GATEWAY].mirrors:
-        raise web.HTTPNotFound(
-            text=_encoder.encode(
-                {"error": "not_found", "message": f"no durable agent named {name!r}"}
-            ).decode(),
-            content_type="application/json",
-        )
+        raise http_error(web.HTTPNotFound, "not_found", f"no durable agent named {name!r}")
     return name
 
 
