@@ -184,10 +184,15 @@ class Gateway:
 
         Raises:
             AgentRejected: the agent speaks another wire version (V1: nothing is sent).
+            AgentUnreachable: the link has not read the agent's hello in this run yet.
         """
         warning = self.version_warning(agent)
         if warning is not None:
             raise AgentRejected(warning, status=0, code="version_mismatch")
+        if self.mirrors[agent].state is LinkState.STARTING:
+            # This run has not read the agent's hello yet: its stored wire version may be stale
+            # (V1). Nothing is sent; a tap stays pending and goes once the link is ready.
+            raise AgentUnreachable("the agent's hello has not been read yet")
         return self.links[agent].client
 
     # --- commands ---------------------------------------------------------------------------
