@@ -144,7 +144,7 @@ class Gateway:
         if isinstance(event, AskResolved):
             if change.resolved is not None:
                 self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
-            self.spawn(self.resend_pending(mirror.name, event.ask_id), "settle")
+            self.spawn(self._settle(mirror.name, event), "settle")
         if isinstance(event, AskChanged):
             # An unsettled tap on the old version can no longer be applied, but it holds the
             # ask's claim: send it again now, so it settles ("changed") and frees the claim
@@ -297,6 +297,19 @@ class Gateway:
             for name, mirror in self.mirrors.items():
                 if mirror.state is LinkState.READY:
                     await self.resend_pending(name)
+
+    async def _settle(self, agent: str, event: AskResolved) -> None:
+        """An ask closed: the agent's word settles a tap it names as answered (T1, wire §9);
+        other unsettled taps on it are sent again, so they settle too."""
+        if event.how == "answered" and event.request_id is not None:
+            result = await self.answering.settle_accepted(agent, event.ask_id, event.request_id)
+            if result is not None and result.record is not None:
+                self._remember(result.record.tap, result)
+                self.bus.publish(
+                    "answer.settled",
+                    {"agent": agent, "request_id": result.request_id, "outcome": result.outcome},
+                )
+        await self.resend_pending(agent, event.ask_id)
 
     async def resend_pending(self, agent: str, ask_id: str | None = None) -> None:
         """Send the agent's unsettled taps again, with their request ids: after a restart,

@@ -87,6 +87,7 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "chat_sent": "Sent",
     "chat_not_confirmed": "Sending, not confirmed",
     "chat_not_sent": "Not sent",
+    "chat_shortened": "Text shortened",  # ours: an item cut to what the chat shows (C2)
     # H — header
     "progress_step": "Step {n} of {total}: {label}",  # †
     "progress_percent": "{percent}%: {label}",  # †
@@ -94,6 +95,13 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "bar_steer": "Steer",
     "bar_stop": "Stop",
     "moved_on": "The conversation moved on, so the action did not run.",
+    # G1 — a command for a feature the agent did not declare (ours)
+    "refused_unsupported": "This durable agent doesn't offer that.",
+    # Ours: what the phone reads when an agent could not be reached or understood; the
+    # detail (exception names, addresses) goes to the log only.
+    "error_no_answer": "The durable agent didn't answer. Try again in a moment.",
+    "error_not_understood": "The durable agent's answer could not be read.",
+    "error_refused": "The durable agent refused this.",
     # G2 — pane menu
     "menu_close": "Close conversation",
     # N — new conversation
