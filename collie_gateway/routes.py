@@ -14,7 +14,7 @@ from aiohttp import web
 
 from collie_gateway.answers import Record
 from collie_gateway.app import GATEWAY, SETTINGS, json_error
-from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
 from collie_gateway.openapi import openapi_document
@@ -36,6 +36,7 @@ from wire.messages import (
     Starter,
     StarterList,
     TurnCommand,
+    Version,
 )
 
 T = TypeVar("T")
@@ -183,7 +184,7 @@ class PhoneAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """An answer to an ask: the request id, the ask version shown, the answer."""
 
     request_id: Id
-    version: int
+    version: Version  # 0 … 2^53−1, as on the wire (§3)
     answer: Answer
 
 
@@ -476,9 +477,12 @@ async def answer_ask(request: web.Request) -> web.Response:
     agent = agent_of(request)
     gw = request.app[GATEWAY]
     body = await body_of(request, PhoneAnswer)
-    result = await gw.answer(
-        agent, request.match_info["ask"], body.request_id, body.version, body.answer
-    )
+    try:
+        result = await gw.answer(
+            agent, request.match_info["ask"], body.request_id, body.version, body.answer
+        )
+    except AnswerMisfit as exc:
+        return json_error(400, "bad_request", str(exc))  # nothing sent, nothing recorded
     return encoded(
         _answer_view(request, result.request_id, result.outcome, result.reason, result.record)
     )

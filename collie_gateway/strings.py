@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from wire.answers import SENTENCES as ANSWER_SENTENCES
+
 DEFAULTS: Final[Mapping[str, str]] = {
     # D — dashboard
     "section_durable_agents": "Durable agents",
@@ -74,6 +76,9 @@ DEFAULTS: Final[Mapping[str, str]] = {
         "This machine runs an older Collie and can't take answers here. "
         "Update it, or answer in the durable agent."
     ),  # †
+    # Ours — an answer that does not fit its ask (wire §8), refused before it is sent: the
+    # keys are "answer_" and the misfit's code, the defaults the wire's own sentences.
+    **{f"answer_{code}": sentence for code, sentence in ANSWER_SENTENCES.items()},
     "refused_conflict": "This request id was already used for another answer.",  # ours
     "refused_always": '"Always allow" needs a second tap.',  # ours (A5)
     "refused_always_hidden": (
