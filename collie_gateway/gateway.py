@@ -121,6 +121,9 @@ class Gateway:
         self.store.mark_all(mirror.name)
         self._publish_row(mirror)
         self.bus.publish("list.reset", {"agent": mirror.name})
+        # The list snapshot holds no items: what the chats missed in a gap (a reset: the
+        # agent's log was cut or lost) is read again, chat by chat (wire §10 step 4).
+        self.chats.read_again(mirror.name)
         # Asks raised while the gateway was away push now; once per ask (P3) keeps the rest
         # quiet.
         for conv in list(mirror.conversations.values()):

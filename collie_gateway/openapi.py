@@ -15,10 +15,9 @@ import msgspec
 from collie_gateway.mirror import LinkState
 from collie_gateway.views.bar import Bar, Header
 from collie_gateway.views.cards import Body, CardList, OutcomeLine, TapOutcome
-from collie_gateway.views.chat import Chat, LineState
+from collie_gateway.views.chat import Chat, ChatLine, LineState
 from collie_gateway.views.dashboard import AgentRow, Dashboard
 from collie_gateway.views.listing import ConversationList, Footer, ListRow
-from wire.messages import Item
 
 _Nullable = str | None
 
@@ -133,20 +132,32 @@ class ListRemovedEvent(msgspec.Struct, kw_only=True):
 
 
 class ChatItemEvent(msgspec.Struct, kw_only=True):
-    """``chat.item``: an item appended or updated (the agent's wire item)."""
+    """``chat.item``: an item appended or updated, as the chat's line shows it (cleaned and
+    rendered exactly as ``GET …/conversations/{id}`` shows it): replace the line of that id,
+    or add it."""
 
     agent: str
     conversation_id: str
-    item: Item
+    item: ChatLine
 
 
 class ChatDeltaEvent(msgspec.Struct, kw_only=True):
-    """``chat.delta``: text appended to an item still being written."""
+    """``chat.delta``: text added to the ``text`` of a line still being written (cleaned);
+    ``shortened`` comes once, when the text reached its limit and was cut ("…")."""
 
     agent: str
     conversation_id: str
     item_id: str
     text: str
+    shortened: str | None = None
+
+
+class ChatReloadEvent(msgspec.Struct, kw_only=True):
+    """``chat.reload``: the gateway read the conversation again (the agent's event log was
+    cut or lost): read the chat again."""
+
+    agent: str
+    conversation_id: str
 
 
 class ChatNote(msgspec.Struct, kw_only=True):
@@ -271,6 +282,7 @@ _EVENTS: dict[str, tuple[type[Any], str]] = {
     "chat.item": (ChatItemEvent, "an item appended to or updated in a chat"),
     "chat.delta": (ChatDeltaEvent, "text appended to an item still being written"),
     "chat.note": (ChatNoteEvent, "a receipt or a stopped line"),
+    "chat.reload": (ChatReloadEvent, "a chat was read again from the agent: read it again"),
     "chat.changed": (ChatChangedEvent, "a loaded chat's header, bar, cards, dots or turn"),
     "answer.settled": (AnswerSettledEvent, "a tap sent again settled"),
     "stream": (StreamHello, "the first event (no id): the stream's id for presence"),

@@ -92,7 +92,6 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "chat_sent": "Sent",
     "chat_not_confirmed": "Sending, not confirmed",
     "chat_not_sent": "Not sent",
-    "chat_shortened": "Text shortened",  # ours: an item cut to what the chat shows (C2)
     # H — header
     "progress_step": "Step {n} of {total}: {label}",  # †
     "progress_percent": "{percent}%: {label}",  # †

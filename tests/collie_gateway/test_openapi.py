@@ -31,6 +31,7 @@ EVENT_TYPES = (
     "chat.item",
     "chat.delta",
     "chat.note",
+    "chat.reload",
     "chat.changed",
     "answer.settled",
     "push.logged",
