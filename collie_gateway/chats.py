@@ -116,7 +116,9 @@ class Chats:
         self.last_item: dict[tuple[str, str], str] = {}
         self._refreshes: dict[str, asyncio.Task[None]] = {}
         self._read_again: set[str] = set()
-        self._loading: dict[tuple[str, str], list[tuple[str | None, AgentEvent | Note]]] = {}
+        # Reads of a chat under way, each with the events and notes that came meanwhile.
+        self._loading: dict[tuple[str, str], list[list[tuple[str | None, AgentEvent | Note]]]] = {}
+        self._epochs: dict[str, int] = {}  # snapshots of each agent's list so far
         self.unsaved: dict[tuple[str, str], list[Note]] = {}  # notes not yet in SQLite
         # Items still being written, by chat: their text as shown, cleaned delta by delta.
         # A loaded chat's ``texts`` holds the same objects, so each delta is cleaned once.
@@ -263,22 +265,38 @@ class Chats:
         key = (agent, conv_id)
         # Events and notes that arrive while the chat is read are kept and applied after
         # (those the snapshot already holds are skipped by event id): none is lost.
-        buffer = self._loading.setdefault(key, [])
+        # Each read has a buffer of its own (two reads of one chat may overlap).
+        buffer: list[tuple[str | None, AgentEvent | Note]] = []
+        self._loading.setdefault(key, []).append(buffer)
         try:
-            client = self.gw.client(agent)
-            fetched = await client.get("/conversations/" + quote(conv_id, safe=""))
-            if fetched.status == 404:
-                raise AgentRejected("no such conversation", status=404, code="not_found")
-            if not 200 <= fetched.status < 300:
-                raise AgentRejected(f"the agent answered {fetched.status}", status=fetched.status)
-            conv = decode(fetched.body, Conversation)
+            while True:
+                # A snapshot of the agent's list while this read is under way (after a
+                # ``reset``: its ids may have started again) makes the read stale: read again,
+                # keeping only what came after the new read began.
+                epoch = self._epochs.get(agent, 0)
+                buffer.clear()
+                fetched = await self.gw.client(agent).get(
+                    "/conversations/" + quote(conv_id, safe="")
+                )
+                if fetched.status == 404:
+                    raise AgentRejected("no such conversation", status=404, code="not_found")
+                if not 200 <= fetched.status < 300:
+                    raise AgentRejected(
+                        f"the agent answered {fetched.status}", status=fetched.status
+                    )
+                conv = decode(fetched.body, Conversation)
+                notes = await self.gw.load_notes(agent, conv_id)
+                if self._epochs.get(agent, 0) == epoch:
+                    break
             state = ChatState(conv=msgspec.structs.replace(conv, items=None), seen=fetched.event_id)
             for item in conv.items or []:
                 state.put(item, chat_text(item.text))
-            state.notes = await self.gw.load_notes(agent, conv_id)
+            state.notes = notes
         finally:
-            if self._loading.get(key) is buffer:
-                del self._loading[key]
+            buffers = self._loading.get(key, [])
+            buffers.remove(buffer)
+            if not buffers:
+                self._loading.pop(key, None)
         # No await from here on: the events buffered are applied, and the items still being
         # written take over the live path, in one step (no delta cleaned twice or missed).
         seen = {(n.kind, n.text, n.at) for n in state.notes}
@@ -366,12 +384,13 @@ class Chats:
         key = (agent, cid)
         state = self.chats.get(key)
         event_id = self.gw.mirrors[agent].last_event_id
-        loading = self._loading.get(key)
-        if loading is not None:
-            loading.append((event_id, event))
+        for buffer in self._loading.get(key, ()):
+            buffer.append((event_id, event))
         # A stream behind the chat's read brings events the read holds: skip them (wire §10);
         # the phones that read the chat have them too, so they are not published either.
-        stale = state is not None and not _newer(event_id, state.seen)
+        # While a chat is read again after a reset, its events wait for that read (they are
+        # buffered): the phones read it again after it, told by "chat.reload".
+        stale = key in self._rereads or (state is not None and not _newer(event_id, state.seen))
         match event:
             case ItemAppended(item=item) | ItemUpdated(item=item):
                 self.last_item[key] = item.id
@@ -448,7 +467,9 @@ class Chats:
 
     def read_again(self, agent: str) -> None:
         """The agent's open conversations were read anew (after ``reset``, its log may have
-        lost events): read every chat kept for it again, then tell the phones to."""
+        lost events): read every chat kept for it again, then tell the phones to. A chat
+        being read for the first time reads again by itself (``_epochs``)."""
+        self._epochs[agent] = self._epochs.get(agent, 0) + 1
         for key in [k for k in self.chats if k[0] == agent]:
             if key in self._rereads:
                 self._rereads[key] = True  # the read under way may predate this one
@@ -466,20 +487,21 @@ class Chats:
                 except (AgentUnreachable, AgentRejected, RemoteWireError) as exc:
                     log.info("agent %s: chat %s not read again: %s", agent, conv_id, exc)
                     self.chats.pop(key, None)  # read on the next visit
+                # At once, with no await since the read was applied: the events it skipped
+                # as stale (ids from before a lost log) were never sent to the phones.
+                self.gw.bus.publish("chat.reload", {"agent": agent, "conversation_id": conv_id})
                 if not self._rereads.get(key):
                     break
         finally:
             self._rereads.pop(key, None)
-        self.gw.bus.publish("chat.reload", {"agent": agent, "conversation_id": conv_id})
 
     def add_note(self, agent: str, conv_id: str, key: str, note: Note) -> None:
         """Add a receipt or "stopped" line to a chat (stored by the gateway)."""
         state = self.chats.get((agent, conv_id))
         if state is not None:
             state.notes.append(note)
-        loading = self._loading.get((agent, conv_id))
-        if loading is not None:
-            loading.append((None, note))
+        for buffer in self._loading.get((agent, conv_id), ()):
+            buffer.append((None, note))
         self.unsaved.setdefault((agent, conv_id), []).append(note)
         self.gw.bus.publish(
             "chat.note", {"agent": agent, "conversation_id": conv_id, "note": _note_json(note)}
