@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from msgspec import Struct
 
-from collie_gateway.markdown import render, safe_link
+from collie_gateway.markdown import real_host, render, safe_link
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.bar import Bar, Header, Menu, build_bar, build_header, build_menu
 from collie_gateway.views.cards import CardList, CardState, build_cards
@@ -71,6 +71,7 @@ class ChatLine(Struct, kw_only=True, omit_defaults=True):
     language: str | None = None
     url: str | None = None
     label: str | None = None
+    host: str | None = None  # a link whose label may lie: its real host, shown beside it
     tool: str | None = None
     status: str | None = None
     output: str | None = None
@@ -167,6 +168,8 @@ def item_line(item: Item, catalogue: Catalogue, shown: ShownText | None = None) 
             url = safe_link(item.url or "")
             line.url = url
             line.label = clean(item.label or item.url or "", TITLE_LIMIT).text
+            if url is not None:
+                line.host = real_host(item.label or item.url or "", url)
         case "tool":
             line.tool = clean(item.name or "", LABEL_LIMIT).text
             line.status = item.status
