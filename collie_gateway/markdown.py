@@ -26,8 +26,8 @@ __all__ = [
     "MAX_NESTING",
     "MAX_SOURCE_CHARS",
     "MAX_URL_CHARS",
-    "render",
     "real_host",
+    "render",
     "safe_link",
 ]
 
@@ -149,19 +149,19 @@ def _clean_inline(children: list[Token]) -> list[Token]:
     stack: list[bool] = []  # per open tag: whether it is kept
     depth = 0  # open tags kept
     link: str | None = None  # the address of the link we are in
-    label: list[str] = []  # the text of the link we are in
+    link_text: list[str] = []  # the text of the link we are in
     for tok in children:
         if link is not None and tok.type in ("text", "code_inline", "text_special"):
-            label.append(tok.content)
+            link_text.append(tok.content)
         if tok.nesting == -1:
             if stack and stack.pop():
                 out.append(tok)
                 depth -= 1
                 if tok.type == "link_close" and link is not None:
-                    shown = real_host("".join(label), link)
+                    shown = real_host("".join(link_text), link)
                     if shown is not None:  # the label may lie: the real host beside it
                         out.append(Token("text", "", 0, content=f" ({shown})", level=tok.level))
-                    link, label = None, []
+                    link, link_text = None, []
             continue
         if tok.type == "image":
             # Not loaded: its alt text, linked to it when it may be; inside a link with no alt
@@ -171,6 +171,7 @@ def _clean_inline(children: list[Token]) -> list[Token]:
             if src is not None and link is None and depth < MAX_NESTING:
                 out.extend(_link_tokens(src, label or src, tok.level))
             elif label or link:
+                link_text.append(label)
                 out.append(Token("text", "", 0, content=label or str(link), level=tok.level))
             continue
         keep = tok.nesting == 0 or depth < MAX_NESTING
