@@ -6,6 +6,8 @@ name on the phone."""
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -210,3 +212,48 @@ async def test_no_exception_names_on_the_phone_from_a_foreign_agent(rig: Rig) ->
         assert failed.status == 502
         _plain((await failed.json())["message"])
         done.set()
+
+
+# --- X1: issue 9.10's secret families on the phone ------------------------------------------
+
+
+NEW_FAMILIES = [
+    case
+    for case in json.loads(
+        (Path(__file__).parents[2] / "fixtures" / "redaction" / "secrets.json").read_text("utf-8")
+    )
+    if any(
+        word in case["description"]
+        for word in ("PEM key in", "PyPI", "Azure", "Discord", "Vault", "DigitalOcean")
+    )
+]
+
+
+def _leaks(secret: str, kept: str, text: str) -> bool:
+    body = secret[len(kept) :]
+    return any(body[i : i + 6] in text for i in range(len(body) - 5))
+
+
+async def test_X1_new_secret_families_masked_on_list_header_and_cards(rig: Rig) -> None:
+    assert len(NEW_FAMILIES) == 12
+    client, gw, _agent, conv = await start(rig)
+    agent = rig.agents["desk"]
+    for n, case in enumerate(NEW_FAMILIES):
+        await agent.open_conversation(f"s{n}", title=case["input"], subtitle=case["input"])
+    await conv.ask(kind="text", id="q", title=NEW_FAMILIES[0]["input"][:1000])
+    await eventually(lambda: len(gw.mirrors["desk"].conversations) == 1 + len(NEW_FAMILIES))
+    await eventually(lambda: gw.find_ask("desk", "q") is not None)
+    rows = {
+        r["conversation_id"]: r for r in (await get_json(client, AGENT + "/conversations"))["rows"]
+    }
+    for n, case in enumerate(NEW_FAMILIES):
+        header = (await get_json(client, AGENT + f"/conversations/s{n}"))["header"]
+        for text in (
+            rows[f"s{n}"]["title"],
+            rows[f"s{n}"]["line"],
+            header["title"],
+            header["line2"],
+        ):
+            assert not _leaks(case["secret"], case["kept"], text), (case["description"], text)
+    card = (await chat(client))["cards"]["cards"][0]
+    assert not _leaks(NEW_FAMILIES[0]["secret"], "", json.dumps(card, ensure_ascii=False))
