@@ -40,7 +40,7 @@ from push import (
     once_key,
     valid_apns_token,
 )
-from wire.messages import Ask
+from wire.messages import Ask, Option
 
 if TYPE_CHECKING:
     from collie_gateway.gateway import Gateway
@@ -350,12 +350,23 @@ class Pushing:
 
     async def _webhook(self, hook: WebhookTarget, agent: str, ask: Ask) -> None:
         mask = self.gw.redact
+        # Every text of the ask leaves the machine: option labels, form field labels and the
+        # labels of a select's options too (X1, issue 9.10).
         shown = msgspec.structs.replace(
             ask,
             title=mask(ask.title),
             text=mask(ask.text),
             push_title=mask(ask.push_title) if ask.push_title else None,
             push_line=mask(ask.push_line) if ask.push_line else None,
+            options=[_masked_option(o, mask) for o in ask.options],
+            fields=[
+                msgspec.structs.replace(
+                    f,
+                    label=mask(f.label),
+                    options=[_masked_option(o, mask) for o in f.options],
+                )
+                for f in ask.fields
+            ],
         )
         body = msgspec.json.encode({"machine": self.machine, "agent": agent, "ask": shown})
         result = await hook.post(body)
@@ -406,3 +417,7 @@ class Pushing:
             rows = await cur.fetchall()
         names = ("at", "agent", "conversation", "ask", "device", "outcome", "reason", "provider_id")
         return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def _masked_option(option: Option, mask: Callable[[str], str]) -> Option:
+    return msgspec.structs.replace(option, label=mask(option.label))
