@@ -335,6 +335,7 @@ class Chats:
             now=now,
             redact=self.gw.redact,
             agent_subtitle=mirror.hello.subtitle if mirror.hello else None,
+            redact_items=self.gw.redactor.mask,
         )
         key = (agent, state.conv.id)
         mine = self.mine.get(key, [])
@@ -439,7 +440,7 @@ class Chats:
             writing[item.id] = shown
         if state is not None:
             state.put(item, shown)
-        line = item_line(item, self.gw.settings.catalogue, shown)
+        line = item_line(item, self.gw.settings.catalogue, shown, self.gw.redactor.mask)
         self.gw.bus.publish("chat.item", {"agent": key[0], "conversation_id": key[1], "item": line})
 
     def _delta(self, key: tuple[str, str], item_id: str, raw: str) -> None:

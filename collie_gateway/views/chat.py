@@ -117,6 +117,8 @@ class ChatContext:
     now: datetime
     redact: Callable[[str], str] | None = None
     agent_subtitle: str | None = None  # the hello's subtitle: H2's last fallback
+    # Masks chat items (X1): uncached, since item texts are long and each is masked once.
+    redact_items: Callable[[str], str] | None = None
 
 
 def match_echo(lines: Iterable[MyLine], item: Item, now: datetime) -> MyLine | None:
@@ -137,15 +139,24 @@ def chat_text(text: str) -> ShownText:
     return ShownText.of(text, CHAT_TEXT_LIMIT)
 
 
-def item_line(item: Item, catalogue: Catalogue, shown: ShownText | None = None) -> ChatLine:
+def item_line(
+    item: Item,
+    catalogue: Catalogue,
+    shown: ShownText | None = None,
+    redact: Callable[[str], str] | None = None,
+) -> ChatLine:
     """One agent item as the chat shows it (C2, C3). ``shown`` is its text already cleaned
     (the live path keeps it as deltas come); else it is cleaned here.
 
     A markdown item being written shows its cleaned text, so that deltas add to it exactly;
-    its final text is rendered (once: ``_render`` is cached)."""
+    its final text is rendered (once: ``_render`` is cached).
+
+    ``redact`` masks secrets (X1) in a final item's text, a link's label and a tool's output;
+    an item still being written shows as it comes (its deltas append to it) and is masked
+    when its final text arrives."""
     writing = not item.final
     shown = shown if shown is not None else chat_text(item.text)
-    text = shown.text
+    text = shown.text if writing or redact is None else shown.masked(redact)
     line = ChatLine(
         kind=item.kind,
         id=item.id,
@@ -167,14 +178,14 @@ def item_line(item: Item, catalogue: Catalogue, shown: ShownText | None = None) 
         case "link":
             url = safe_link(item.url or "")
             line.url = url
-            line.label = clean(item.label or item.url or "", TITLE_LIMIT).text
+            line.label = clean(item.label or item.url or "", TITLE_LIMIT, redact=redact).text
             if url is not None:
                 line.host = real_host(item.label or item.url or "", url)
         case "tool":
             line.tool = clean(item.name or "", LABEL_LIMIT).text
             line.status = item.status
             if item.output is not None:
-                line.output = clean(item.output, TEXT_LIMIT, multiline=True).text
+                line.output = clean(item.output, TEXT_LIMIT, multiline=True, redact=redact).text
             line.text = text or None
         case _:
             line.text = text
@@ -233,7 +244,8 @@ def build_chat(
     if not items:
         lines.extend(my_line(m, cat) for m in first_mine)
     for item in items:
-        lines.append(item_line(item, cat, texts.get(item.id) if texts is not None else None))
+        shown = texts.get(item.id) if texts is not None else None
+        lines.append(item_line(item, cat, shown, ctx.redact_items))
         lines.extend(_note_lines(by_item.pop(item.id, [])))
         lines.extend(my_line(m, cat) for m in mine_after.pop(item.id, []))
     for rest in by_item.values():

@@ -118,7 +118,7 @@ class ShownText:
     whether it stays.
     """
 
-    __slots__ = ("_cr", "_held", "_joined", "_parts", "_prev", "cut", "limit", "size")
+    __slots__ = ("_cr", "_held", "_joined", "_masked", "_parts", "_prev", "cut", "limit", "size")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -129,6 +129,7 @@ class ShownText:
         self._cr = False
         self._prev = ""  # the last character that is no variation selector or skin tone
         self._held = ""  # a joiner at the end whose next character has not come yet
+        self._masked: tuple[str, str] | None = None  # (text, that text masked)
 
     @classmethod
     def of(cls, text: str, limit: int) -> ShownText:
@@ -144,6 +145,13 @@ class ShownText:
             self._joined = "".join(self._parts)
             self._parts = [self._joined]
         return self._joined
+
+    def masked(self, redact: Redact) -> str:
+        """The text with secrets masked (X1), kept until more text comes."""
+        text = self.text
+        if self._masked is None or self._masked[0] is not text:
+            self._masked = (text, redact(text))
+        return self._masked[1]
 
     def feed(self, raw: str) -> str:
         """Add a raw piece; return the cleaned text it adds to what is shown ("" for none)."""

@@ -14,9 +14,10 @@ from aiohttp.typedefs import Handler
 
 from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source
+from tests.collie_gateway.chat_phone import PhoneChat, shown
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json, raw_agent
 from tests.collie_gateway.test_answers_http import SHORT, desk
-from tests.collie_gateway.test_chat_http import CHAT, Turns, chat, pending, start
+from tests.collie_gateway.test_chat_http import CHAT, Turns, chat, pending, seen_by_gateway, start
 
 AGENT = "/api/v1/agents/desk"
 UNSUPPORTED = "This durable agent doesn't offer that."
@@ -257,3 +258,39 @@ async def test_X1_new_secret_families_masked_on_list_header_and_cards(rig: Rig) 
             assert not _leaks(case["secret"], case["kept"], text), (case["description"], text)
     card = (await chat(client))["cards"]["cards"][0]
     assert not _leaks(NEW_FAMILIES[0]["secret"], "", json.dumps(card, ensure_ascii=False))
+
+
+async def test_X1_chat_items_and_tool_output_masked_on_the_phone(rig: Rig) -> None:
+    key = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    client, gw, _agent, conv = await start(rig)
+    phone = PhoneChat(client, CHAT)
+    await phone.start()
+    await conv.append(kind="reply", text=f"Your key is {key}")
+    await conv.append(kind="tool", name="shell", status="done", call_id="t1", output=f"{key}\n")
+    await conv.append(kind="markdown", text=f"Set `{key}` in **.env**")
+    item = await conv.append(kind="reply", final=False)
+    await item.delta("and again: sk_live_")
+    await item.delta(key[8:])
+    await item.finish()
+    await seen_by_gateway(gw, conv, "done")
+    view = await chat(client)
+    reply, tool, md, streamed = view["lines"]
+    assert reply["text"] == "Your key is sk_live_••••"
+    assert tool["output"] == "sk_live_••••\n"
+    assert md["html"] == "<p>Set <code>sk_live_••••</code> in <strong>.env</strong></p>\n"
+    assert streamed["text"] == "and again: sk_live_••••"  # masked once final
+    assert key[8:] not in json.dumps(view)
+    await eventually(lambda: phone.shown() == shown(view))  # the live path masks alike
+    await phone.stop()
+
+
+async def test_X1_redaction_off_shows_chat_items_as_sent(rig: Rig) -> None:
+    key = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    agent = rig.agent("desk", runtime="desk")
+    sock = await rig.serve("desk")
+    conv = await agent.open_conversation("c1", title="Notes")
+    client, gw = await rig.gateway([Source(name="desk", socket=sock)], redact=False)
+    await eventually(lambda: gw.mirrors["desk"].state is LinkState.READY)
+    await conv.append(kind="reply", text=f"Your key is {key}")
+    await seen_by_gateway(gw, conv, "done")
+    assert (await chat(client))["lines"][0]["text"] == f"Your key is {key}"
