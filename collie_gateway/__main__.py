@@ -22,6 +22,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from collie_gateway import serving
 from collie_gateway.app import create_app
 from collie_gateway.errors import ConfigError, GatewayError
 from collie_gateway.pushing import PushTargets, TargetsFactory
@@ -150,12 +151,12 @@ def _serve(settings: Settings) -> int:
         # Created 0600 from the start: no moment when another user could connect.
         os.umask(0o177)
         settings.unix_path.unlink(missing_ok=True)
-        print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}")
-        web.run_app(app, path=str(settings.unix_path), print=None, handle_signals=True)
-        return EXIT_OK
-    print(f"collie-gateway: phone API on http://{settings.host}:{settings.port}/api/v1/dashboard")
-    web.run_app(app, host=settings.host, port=settings.port, print=None, handle_signals=True)
-    return EXIT_OK
+        print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}", flush=True)
+    else:
+        base = f"http://{settings.host}:{settings.port}"
+        print(f"collie-gateway: phone API on {base}/api/v1/dashboard", flush=True)
+    # SIGTERM/SIGINT: a bounded, clean stop; a second signal exits at once (issue 10).
+    return serving.serve(app, host=settings.host, port=settings.port, unix_path=settings.unix_path)
 
 
 def _free_port() -> int:

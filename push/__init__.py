@@ -31,9 +31,11 @@ from push.models import (
 )
 from push.once import OnceStore, SqliteOnce, once_key
 from push.payloads import (
+    DEFAULT_TTL,
     ApnsRequest,
     Content,
     Strings,
+    apns_id,
     apns_request,
     clean,
     collapse_id,
@@ -47,6 +49,7 @@ from push.sender import Dispatcher, OnDelivery, PushSender
 from push.webhook import SeenSet, WebhookResult, WebhookTarget, sign, verify
 
 __all__ = [
+    "DEFAULT_TTL",
     "ApnsClient",
     "ApnsRequest",
     "AskNotification",
@@ -82,6 +85,7 @@ __all__ = [
     "Throttled",
     "WebhookResult",
     "WebhookTarget",
+    "apns_id",
     "apns_request",
     "clean",
     "collapse_id",
