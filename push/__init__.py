@@ -11,6 +11,7 @@ from push._retry import RetryPolicy
 from push.apns import ApnsClient
 from push.errors import (
     DeviceGone,
+    Duplicate,
     PayloadTooLarge,
     ProviderError,
     PushError,
@@ -46,10 +47,19 @@ from push.payloads import (
     valid_apns_token,
 )
 from push.sender import Dispatcher, OnDelivery, PushSender
-from push.webhook import SeenSet, WebhookResult, WebhookTarget, sign, verify
+from push.webhook import (
+    ID_HEADER,
+    SeenSet,
+    WebhookResult,
+    WebhookTarget,
+    sign,
+    verify,
+    webhook_id,
+)
 
 __all__ = [
     "DEFAULT_TTL",
+    "ID_HEADER",
     "ApnsClient",
     "ApnsRequest",
     "AskNotification",
@@ -59,6 +69,7 @@ __all__ = [
     "Device",
     "DeviceGone",
     "Dispatcher",
+    "Duplicate",
     "Environment",
     "FcmClient",
     "ManyAsksNotification",
@@ -97,4 +108,5 @@ __all__ = [
     "sign",
     "valid_apns_token",
     "verify",
+    "webhook_id",
 ]
