@@ -71,7 +71,9 @@ async def _serve(app: web.Application, host: str, port: int, unix_path: Path | N
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=HTTP_GRACE)
+    # aiohttp waits ``shutdown_timeout`` for handlers, then cancels them and waits as long
+    # again: half the grace each.
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=HTTP_GRACE / 2)
     try:
         await runner.setup()
         site: web.BaseSite
