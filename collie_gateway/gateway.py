@@ -148,6 +148,8 @@ class Gateway:
         if isinstance(event, AskResolved):
             if change.resolved is not None:
                 self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
+                # A push still owed for it is no longer wanted (P3, issue 10).
+                self.spawn(self.pushing.ask_resolved(mirror.name, change.resolved), "push")
             self.spawn(self._settle(mirror.name, event), "settle")
         if isinstance(event, AskChanged):
             # An unsettled tap on the old version can no longer be applied, but it holds the

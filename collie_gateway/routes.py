@@ -18,7 +18,7 @@ from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
 from collie_gateway.openapi import openapi_document
-from collie_gateway.phonebus import PhoneEvent
+from collie_gateway.phonebus import END, PhoneEvent
 from collie_gateway.pushing import DeviceError, DeviceIn, PresenceIn
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.cards import CardState, TapOutcome, outcome_line
@@ -150,10 +150,15 @@ async def events(request: web.Request) -> web.StreamResponse:
             else:
                 first = sub.queue.get_nowait()
             # Everything already queued goes out in one write (a streamed reply's deltas).
-            frames = [_frame(first)]
+            frames = [] if first is END else [_frame(first)]
             while len(frames) < WRITE_BATCH and not sub.queue.empty():
-                frames.append(_frame(sub.queue.get_nowait()))
-            await resp.write(b"".join(frames))
+                event = sub.queue.get_nowait()
+                if event is not END:
+                    frames.append(_frame(event))
+            if frames:
+                await resp.write(b"".join(frames))
+            if sub.ended and sub.queue.empty():
+                break  # the gateway stops: the phone reconnects to the next run
     except ConnectionResetError:
         return resp
     finally:
