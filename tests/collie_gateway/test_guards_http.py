@@ -186,7 +186,13 @@ async def test_no_exception_names_on_the_phone_from_a_foreign_agent(rig: Rig) ->
         if request.path == "/hello":
             return web.json_response({"wire": 1, "features": ["stop", "close"]})
         if request.path == "/conversations":
-            conv = {"id": "c1", "title": "Notes", "updated_at": "2026-12-02T12:00:00Z"}
+            ask = {"id": "q", "conversation": "c1", "kind": "text", "title": "Name?"}
+            conv = {
+                "id": "c1",
+                "title": "Notes",
+                "updated_at": "2026-12-02T12:00:00Z",
+                "asks": [ask],
+            }
             return web.json_response({"conversations": [conv]}, headers={"Wire-Event-Id": "0"})
         if request.path == "/events":
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -197,22 +203,30 @@ async def test_no_exception_names_on_the_phone_from_a_foreign_agent(rig: Rig) ->
             return resp
         if request.path.endswith("/stop"):
             return web.Response(body=b"<html>oops</html>", content_type="text/html")
-        if request.path.endswith("/close"):
+        if request.path.endswith("/close") or request.path.endswith("/reply"):
             return web.Response(status=418, body=b"teapot")
         return web.Response(status=500, body=b"Traceback (most recent call last): KeyError")
 
     sock = rig.tmp / "raw.sock"
     async with raw_agent(handler, sock):
-        client, gw = await rig.gateway([Source(name="desk", socket=sock)])
-        await eventually(lambda: gw.mirrors["desk"].state is LinkState.READY)
-        stopped = await post_json(client, CHAT + "/stop", {"request_id": "s1", "turn": 0})
-        assert (stopped["outcome"], stopped["message"]) == ("uncertain", NOT_UNDERSTOOD)
-        closed = await post_json(client, CHAT + "/close", {"request_id": "x1"})
-        assert (closed["outcome"], closed["message"]) == ("refused", REFUSED)
-        failed = await client.get(CHAT)
-        assert failed.status == 502
-        _plain((await failed.json())["message"])
-        done.set()
+        try:
+            client, gw = await rig.gateway([Source(name="desk", socket=sock)])
+            await eventually(lambda: gw.mirrors["desk"].state is LinkState.READY)
+            stopped = await post_json(client, CHAT + "/stop", {"request_id": "s1", "turn": 0})
+            assert (stopped["outcome"], stopped["message"]) == ("uncertain", NOT_UNDERSTOOD)
+            closed = await post_json(client, CHAT + "/close", {"request_id": "x1"})
+            assert (closed["outcome"], closed["message"]) == ("refused", REFUSED)
+            failed = await client.get(CHAT)
+            assert failed.status == 502
+            _plain((await failed.json())["message"])
+            answer = {"request_id": "r1", "version": 1, "answer": {"text": "Ada"}}
+            refused = await post_json(client, AGENT + "/asks/q/answer", answer)
+            assert (refused["outcome"], refused["card"]["line"]) == (
+                "refused",
+                "The answer was refused.",  # not "the agent answered 418"
+            )
+        finally:
+            done.set()  # the stream ends, so the agent stops at once
 
 
 # --- X1: issue 9.10's secret families on the phone ------------------------------------------
