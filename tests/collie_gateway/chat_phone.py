@@ -132,7 +132,7 @@ class LogAgent:
         """Serve on ``path`` (a Unix socket) until ``stop``."""
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self.handle)
-        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
+        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.05)
         await self._runner.setup()
         await web.UnixSite(self._runner, str(path)).start()
 
