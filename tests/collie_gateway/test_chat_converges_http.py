@@ -228,3 +228,51 @@ async def test_C2_a_long_reply_says_text_shortened_on_both_paths(rig: Rig) -> No
     assert final == [("i0", want_text, True, SHORTENED), ("i1", "short", True, None)]
     await eventually(lambda: phone.shown() == final)
     await phone.stop()
+
+
+async def test_C2_property_first_read_plus_live_events_equals_the_next_read(rig: Rig) -> None:
+    """For random sequences of agent events (items of every kind appended whole or streamed,
+    deltas split anywhere, raw control and invisible characters, Markdown), a phone that read
+    the chat and then applied the live events shows exactly what the next read shows."""
+    pieces = ["a", "b c", "\r", "\n", "\r\n", "\u200d", "\u0915", "\U0001f468", "\ufe0f"]
+    pieces += ["\u202e", "\x00", "**", "[x](https://example.com)", "`", "# ", "- ", "é", " "]
+    agent = LogAgent()
+    sock = rig.tmp / "log.sock"
+    await agent.serve(sock)
+    try:
+        client, gw = await rig.gateway([Source(name="desk", socket=sock)])
+        await eventually(lambda: gw.mirrors["desk"].state is LinkState.READY)
+        for seed in range(25):
+            rng = random.Random(seed)
+            phone = PhoneChat(client, CHAT)
+            await phone.start()
+            writing: list[str] = []
+            for _ in range(rng.randint(5, 40)):
+                roll = rng.random()
+                text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
+                if roll < 0.2 or not writing:
+                    kind = rng.choice(["reply", "markdown", "thinking", "notice", "user", "code"])
+                    final = rng.random() < 0.4
+                    item = agent.append(kind, text, final=final)
+                    if not final:
+                        writing.append(item)
+                elif roll < 0.3:
+                    agent.finish(writing.pop(rng.randrange(len(writing))))
+                else:
+                    agent.delta(rng.choice(writing), text)
+            count = len(agent.items)
+
+            async def read_has_all(n: int = count) -> bool:
+                return len((await get_json(client, CHAT))["lines"]) == n
+
+            await eventually(read_has_all)
+
+            async def phone_equals_read(p: PhoneChat = phone) -> bool:
+                return p.shown() == shown(await get_json(client, CHAT))
+
+            await eventually(phone_equals_read)
+            assert phone.misses == 0, seed
+            assert phone.reads == 1  # no read again: the live events alone
+            await phone.stop()
+    finally:
+        await agent.stop()
