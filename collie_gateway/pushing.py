@@ -55,6 +55,7 @@ OWED, DONE = "owed", "done"  # push_once.state (P3)
 SENT = "sent"
 ALREADY_PUSHED = "already pushed for this ask (P3)"
 NO_DEVICE = "no device registered"
+NOT_DELIVERED = "no device took it (gone or refused)"
 RESOLVED = "the ask was resolved before its push was delivered"
 LOG_KEPT = 10_000  # ours: delivery log rows kept
 
@@ -97,6 +98,24 @@ class Presence:
 
     screen: str | None
     fresh_until: datetime
+
+
+def _finish(conn: sqlite3.Connection, key: str) -> None:
+    """Mark the ask done unless a registered device still waits for its push (P3)."""
+    waiting = conn.execute(
+        "SELECT 1 FROM push_delivered p JOIN devices d ON d.id = p.device"
+        " WHERE p.key = ? AND p.outcome = 'pending' LIMIT 1",
+        (key,),
+    ).fetchone()
+    if waiting is not None:
+        return
+    sent = conn.execute(
+        "SELECT 1 FROM push_delivered WHERE key = ? AND outcome = 'sent' LIMIT 1", (key,)
+    ).fetchone()
+    conn.execute(
+        "UPDATE push_once SET state = 'done', reason = ? WHERE key = ? AND state = 'owed'",
+        (SENT if sent else NOT_DELIVERED, key),
+    )
 
 
 def lasting(delivery: Delivery) -> bool:
@@ -310,13 +329,16 @@ class Pushing:
             row = conn.execute(
                 "SELECT state, reason FROM push_once WHERE key = ?", (key,)
             ).fetchone()
-            done = {
+            pending = {
                 str(r[0])
-                for r in conn.execute("SELECT device FROM push_delivered WHERE key = ?", (key,))
+                for r in conn.execute(
+                    "SELECT device FROM push_delivered WHERE key = ? AND outcome = 'pending'",
+                    (key,),
+                )
             }
-            return (str(row[0]), row[1], done) if row else (None, None, done)
+            return (str(row[0]), row[1], pending) if row else (None, None, pending)
 
-        state, reason, delivered = await self.gw.store.run(read)
+        state, reason, pending = await self.gw.store.run(read)
         if state == DONE:
             if not quiet:
                 why = f"not pushed earlier: {reason}" if reason not in (None, SENT) else None
@@ -338,9 +360,11 @@ class Pushing:
             await self._settle(key, now, NO_DEVICE)
             await self._log(agent, ask, None, "suppressed", NO_DEVICE)
             return False
-        todo = [d for d in devices if d.id not in delivered]
+        # Owed: to the devices it went to that have no lasting outcome yet (a phone that
+        # registered since is not pushed an older ask, as above).
+        todo = [d for d in devices if d.id in pending] if owed else devices
         if not todo:
-            await self._settle(key, now, SENT)
+            await self.gw.store.run(lambda conn: _finish(conn, key))
             return False
         pane_key = f"{self.machine}/{agent}/{ask.conversation}"
         # A push owed from before counts again: the limits hold in every window (P1), at
@@ -359,6 +383,11 @@ class Pushing:
                 "INSERT INTO push_once(key, at, state) VALUES (?, ?, 'owed')"
                 " ON CONFLICT(key) DO NOTHING",
                 (key, now.timestamp()),
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO push_delivered(key, device, outcome, at)"
+                " VALUES (?, ?, 'pending', ?)",
+                [(key, d.id, now.timestamp()) for d in todo],
             )
             conn.execute(
                 "INSERT OR REPLACE INTO kv(key, value) VALUES ('push_limiter', ?)",
@@ -415,27 +444,16 @@ class Pushing:
         return self.dispatcher.dispatch(devices, note, on_delivery=delivered) > 0
 
     async def _mark_delivered(self, key: str, delivery: Delivery) -> None:
-        """Note a device's lasting outcome; the ask is done when no registered device is
-        left without one."""
+        """Note a device's lasting outcome; the ask is done when no device it is owed to
+        (and still registered) is left without one."""
         at = self.gw.settings.clock().timestamp()
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT OR REPLACE INTO push_delivered(key, device, outcome, at)"
-                " VALUES (?, ?, ?, ?)",
-                (key, delivery.device_id, delivery.outcome.value, at),
+                "UPDATE push_delivered SET outcome = ?, at = ? WHERE key = ? AND device = ?",
+                (delivery.outcome.value, at, key, delivery.device_id),
             )
-            missing = conn.execute(
-                "SELECT 1 FROM devices WHERE id NOT IN"
-                " (SELECT device FROM push_delivered WHERE key = ?) LIMIT 1",
-                (key,),
-            ).fetchone()
-            if missing is None:
-                conn.execute(
-                    "UPDATE push_once SET state = 'done', reason = ? WHERE key = ?"
-                    " AND state = 'owed'",
-                    (SENT, key),
-                )
+            _finish(conn, key)
 
         await self.gw.store.run(write)
 

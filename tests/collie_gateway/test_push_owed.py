@@ -56,6 +56,7 @@ async def test_P3_a_push_cut_short_goes_to_the_devices_that_lack_it_on_the_next_
     await raise_ask(convs["c1"], "a1")
     await logged(client, "a1", "sent")  # APNs took it; FCM hangs
     assert list(states(rig).values()) == [("owed", None)]
+    await register(client, "apns", "c3" * 32)  # a phone registered since: not owed a1
 
     client, _gw = await restart_gateway(rig, svc, client)  # FCM's push is cut short
     svc.fcm.hang = False
