@@ -88,6 +88,12 @@ class Scene:
         with contextlib.closing(sqlite3.connect(self.gateway.db)) as conn:
             return Counter(str(r[0]) for r in conn.execute("SELECT state FROM push_once"))
 
+    def mirrored(self) -> set[str]:
+        """The conversations of ``desk`` in the gateway's SQLite file."""
+        with contextlib.closing(sqlite3.connect(self.gateway.db)) as conn:
+            rows = conn.execute("SELECT id FROM conversations WHERE agent = 'desk'")
+            return {str(r[0]) for r in rows}
+
     def output(self) -> str:
         return self.gateway.log.read_text(errors="replace")
 
@@ -256,8 +262,9 @@ async def test_stop_with_200_streams_50_hanging_pushes_and_a_mute_agent(
         assert answered["outcome"] == "uncertain"
         assert answered["card"]["line"] == UNCERTAIN
         assert s.ledger("tap-1") == 0
-        # The pushes cut short are owed, not marked pushed (P3).
+        # The pushes cut short are owed, not marked pushed (P3); the mirror is in the file.
         assert s.push_states() == {"owed": 5}
+        assert s.mirrored() == {"c1", "c2"}
 
 
 async def test_a_second_signal_exits_at_once() -> None:
