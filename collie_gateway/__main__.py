@@ -200,12 +200,10 @@ def _serve(settings: Settings) -> int:
         # Created 0600 from the start: no moment when another user could connect.
         os.umask(0o177)
         settings.unix_path.unlink(missing_ok=True)
-        print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}", flush=True)
-    else:
-        base = f"http://{settings.host}:{settings.port}"
-        print(f"collie-gateway: phone API on {base}/api/v1/dashboard", flush=True)
-    # SIGTERM/SIGINT: a bounded, clean stop; a second signal exits at once (issue 10).
-    return serving.serve(app, host=settings.host, port=settings.port, unix_path=settings.unix_path)
+        print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}")
+        return serving.serve(app, unix_path=settings.unix_path)  # SIGTERM/SIGINT: issue 10
+    print(f"collie-gateway: phone API on http://{settings.host}:{settings.port}/api/v1/dashboard")
+    return serving.serve(app, host=settings.host, port=settings.port)
 
 
 def _free_port() -> int:

@@ -47,6 +47,7 @@ from wire.messages import (
 
 log = logging.getLogger(__name__)
 _encoder = msgspec.json.Encoder()
+ANSWER_GRACE = 0.5  # ours: at a stop, answers on their way get this long to settle (issue 10)
 
 
 class Gateway:
@@ -69,6 +70,7 @@ class Gateway:
         self._tasks: set[asyncio.Task[object]] = set()
         self.hooks: list[Callable[[AgentMirror, AgentEvent, Change], None]] = []
         self.pushing: Pushing = Pushing(self, PushTargets())
+        self._replies: set[asyncio.Future[Fetched]] = set()  # answers on their way
 
     @property
     def redact(self) -> Callable[[str], str]:
@@ -312,11 +314,32 @@ class Gateway:
         answer = decode(tap.answer, Answer)
         body = Reply(request_id=tap.request_id, version=tap.version, answer=answer)
         path = f"/asks/{quote(tap.ask_id, safe='')}/reply"
-        fetched = await self.client(tap.agent).post(path, body)
+        sending = asyncio.ensure_future(self.client(tap.agent).post(path, body))
+        self._replies.add(sending)
+        sending.add_done_callback(self._replies.discard)
+        try:
+            fetched = await sending
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if sending.cancelled() and task is not None and not task.cancelling():
+                # Cut short by a stop (``settle_replies``): it may have arrived (T1).
+                raise AgentUnreachable("the gateway stopped before the agent answered") from None
+            raise
         if fetched.status >= 500:
             raise AgentUnreachable(f"the agent answered {fetched.status}")
         result = expect(fetched, ReplyResult)
         return result.outcome, result.reason
+
+    async def settle_replies(self, grace: float = ANSWER_GRACE) -> None:
+        """At a stop: answers on their way to agents get ``grace`` seconds to settle; the rest
+        are cut short and stay recorded as uncertain (the phone is told so; the next run sends
+        them again with their request ids)."""
+        if not self._replies:
+            return
+        _, late = await asyncio.wait(list(self._replies), timeout=grace)
+        for sending in late:
+            sending.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
 
     async def _resend_loop(self) -> None:
         """Every ``resend_interval`` s, send unsettled taps of ready agents again (T1)."""

@@ -297,7 +297,9 @@ JSON; a `: ping` comment comes every 15 s of silence.
 A phone that reconnects sends the last id it saw as `Last-Event-ID` (or the `last_event_id`
 query parameter): the events after it are replayed. When they cannot be (the gateway restarted,
 or the id fell out of the ring), the stream starts with `reset`. A phone that falls too far
-behind gets `reset` and the stream ends. Without an id nothing is replayed.
+behind gets `reset` and the stream ends. Without an id nothing is replayed. When the gateway
+stops, every stream ends after the events already queued: reconnect (to the next run) with
+`Last-Event-ID`.
 
 Event types (`x-events` gives each one's data schema):
 

@@ -55,6 +55,7 @@ OWED, DONE = "owed", "done"  # push_once.state (P3)
 SENT = "sent"
 ALREADY_PUSHED = "already pushed for this ask (P3)"
 NO_DEVICE = "no device registered"
+NOT_DELIVERED = "no device took it (gone or refused)"
 RESOLVED = "the ask was resolved before its push was delivered"
 LOG_KEPT = 10_000  # ours: delivery log rows kept
 
@@ -99,6 +100,52 @@ class Presence:
     fresh_until: datetime
 
 
+_DEVICES = (
+    "SELECT id, provider, token, environment, key, registered_at FROM devices"
+    " ORDER BY registered_at"
+)
+
+
+def _device(row: Sequence[Any]) -> Device:
+    return Device(
+        id=str(row[0]),
+        provider=Provider(str(row[1])),
+        token=str(row[2]),
+        environment=Environment(str(row[3])),
+        key=bytes(row[4]) if row[4] is not None else None,
+        registered_at=float(row[5]),
+    )
+
+
+def _settle(key: str, now: datetime, reason: str) -> Callable[[sqlite3.Connection], object]:
+    """A lasting decision about the ask's push, to store: no later run pushes it (P3)."""
+    return lambda conn: conn.execute(
+        "INSERT INTO push_once(key, at, state, reason) VALUES (?, ?, 'done', ?)"
+        " ON CONFLICT(key) DO UPDATE SET state = 'done', reason = excluded.reason",
+        (key, now.timestamp(), reason),
+    )
+
+
+def _finish(conn: sqlite3.Connection, key: str) -> bool:
+    """Mark the ask done unless a registered device still waits for its push (P3); whether
+    it is done."""
+    waiting = conn.execute(
+        "SELECT 1 FROM push_delivered p JOIN devices d ON d.id = p.device"
+        " WHERE p.key = ? AND p.outcome = 'pending' LIMIT 1",
+        (key,),
+    ).fetchone()
+    if waiting is not None:
+        return False
+    sent = conn.execute(
+        "SELECT 1 FROM push_delivered WHERE key = ? AND outcome = 'sent' LIMIT 1", (key,)
+    ).fetchone()
+    conn.execute(
+        "UPDATE push_once SET state = 'done', reason = ? WHERE key = ? AND state = 'owed'",
+        (SENT if sent else NOT_DELIVERED, key),
+    )
+    return True
+
+
 def lasting(delivery: Delivery) -> bool:
     """Whether a device's outcome is final for its ask: sent, the token gone, or refused for
     good (4xx but 429; a payload too large). A push cancelled, timed out, throttled or met
@@ -125,6 +172,7 @@ class Pushing:
         self.presence: dict[str, Presence] = {}
         self.dispatcher = Dispatcher(targets.senders)
         self._busy: set[str] = set()  # once keys decided or being sent in this run
+        self._owed: set[str] = set()  # once keys seen owed in this run (ask_resolved)
         self._hooks: set[asyncio.Task[None]] = set()
 
     @classmethod
@@ -227,22 +275,9 @@ class Pushing:
 
     async def devices(self) -> list[Device]:
         """Every registered device."""
-        async with self.gw.store.db.execute(
-            "SELECT id, provider, token, environment, key, registered_at FROM devices"
-            " ORDER BY registered_at"
-        ) as cur:
+        async with self.gw.store.db.execute(_DEVICES) as cur:
             rows = await cur.fetchall()
-        return [
-            Device(
-                id=str(r[0]),
-                provider=Provider(str(r[1])),
-                token=str(r[2]),
-                environment=Environment(str(r[3])),
-                key=bytes(r[4]) if r[4] is not None else None,
-                registered_at=float(r[5]),
-            )
-            for r in rows
-        ]
+        return [_device(r) for r in rows]
 
     # --- presence ------------------------------------------------------------------------
 
@@ -306,41 +341,53 @@ class Pushing:
         every delivery is reported)."""
         now = self.gw.settings.clock()
 
-        def read(conn: sqlite3.Connection) -> tuple[str | None, str | None, set[str]]:
+        def read(
+            conn: sqlite3.Connection,
+        ) -> tuple[str | None, str | None, set[str], list[Device]]:
+            # One round trip: this runs for every ask raised (bench/answer_bench.py).
             row = conn.execute(
                 "SELECT state, reason FROM push_once WHERE key = ?", (key,)
             ).fetchone()
-            done = {
+            if row is not None and row[0] == DONE:
+                return DONE, row[1], set(), []
+            pending = {
                 str(r[0])
-                for r in conn.execute("SELECT device FROM push_delivered WHERE key = ?", (key,))
+                for r in conn.execute(
+                    "SELECT device FROM push_delivered WHERE key = ? AND outcome = 'pending'",
+                    (key,),
+                )
             }
-            return (str(row[0]), row[1], done) if row else (None, None, done)
+            devices = [_device(r) for r in conn.execute(_DEVICES)]
+            return (str(row[0]) if row else None), None, pending, devices
 
-        state, reason, delivered = await self.gw.store.run(read)
+        state, reason, pending, devices = await self.gw.store.run(read)
         if state == DONE:
             if not quiet:
                 why = f"not pushed earlier: {reason}" if reason not in (None, SENT) else None
                 await self._log(agent, ask, None, "suppressed", why or ALREADY_PUSHED)
             return False
         owed = state == OWED  # decided in an earlier run (or try), not delivered everywhere
+        self._owed.discard(key)  # set again below if it stays owed
         if not owed:
             # Webhooks (S6) go once, with the first decision.
             for hook in self.targets.webhooks:
                 self._spawn_hook(hook, key, agent, ask)
         if self.showing(agent, ask.conversation):
-            await self._settle(key, now, "a phone is showing this chat")
-            await self._log(agent, ask, None, "suppressed", "a phone is showing this chat")
+            why = "a phone is showing this chat"
+            await self._log(agent, ask, None, "suppressed", why, also=_settle(key, now, why))
             return False
-        devices = await self.devices()
         if not devices:
             # Lasting: the phone that registers next shows the ask on its dashboard at once
             # (it registers from the app), so a push then would only buzz (README, issue 10).
-            await self._settle(key, now, NO_DEVICE)
-            await self._log(agent, ask, None, "suppressed", NO_DEVICE)
+            settle = _settle(key, now, NO_DEVICE)
+            await self._log(agent, ask, None, "suppressed", NO_DEVICE, also=settle)
             return False
-        todo = [d for d in devices if d.id not in delivered]
+        # Owed: to the devices it went to that have no lasting outcome yet (a phone that
+        # registered since is not pushed an older ask, as above).
+        todo = [d for d in devices if d.id in pending] if owed else devices
         if not todo:
-            await self._settle(key, now, SENT)
+            if not await self.gw.store.run(lambda conn: _finish(conn, key)):
+                self._owed.add(key)
             return False
         pane_key = f"{self.machine}/{agent}/{ask.conversation}"
         # A push owed from before counts again: the limits hold in every window (P1), at
@@ -349,8 +396,8 @@ class Pushing:
             pane_key, f"{self.machine}/{agent}", self.machine, now.timestamp()
         )
         if isinstance(decision, Quiet):
-            await self._settle(key, now, f"rate limited ({decision.reason.value})")
-            await self._log(agent, ask, None, "rate_limited", decision.reason.value)
+            held = _settle(key, now, f"rate limited ({decision.reason.value})")
+            await self._log(agent, ask, None, "rate_limited", decision.reason.value, also=held)
             return False
         limiter_state = self.limiter.to_state(now.timestamp())
 
@@ -360,12 +407,16 @@ class Pushing:
                 " ON CONFLICT(key) DO NOTHING",
                 (key, now.timestamp()),
             )
+            conn.executemany(
+                "INSERT OR IGNORE INTO push_delivered(key, device, outcome, at)"
+                " VALUES (?, ?, 'pending', ?)",
+                [(key, d.id, now.timestamp()) for d in todo],
+            )
             conn.execute(
                 "INSERT OR REPLACE INTO kv(key, value) VALUES ('push_limiter', ?)",
                 (limiter_state,),
             )
 
-        await self.gw.store.run(owe)
         deadline = ask.deadline.timestamp() if ask.deadline else None
         note: Notification
         if isinstance(decision, Summary):
@@ -388,9 +439,9 @@ class Pushing:
                 push_id=key,
             )
         kind = "summary" if isinstance(decision, Summary) else "ask"
-        await self._log(
-            agent, ask, None, "dispatched", f"{kind}, owed from before" if owed else kind
-        )
+        why = f"{kind}, owed from before" if owed else kind
+        await self._log(agent, ask, None, "dispatched", why, also=owe)
+        self._owed.add(key)
         return self._dispatch(key, todo, note, agent, ask)
 
     def _dispatch(
@@ -415,39 +466,19 @@ class Pushing:
         return self.dispatcher.dispatch(devices, note, on_delivery=delivered) > 0
 
     async def _mark_delivered(self, key: str, delivery: Delivery) -> None:
-        """Note a device's lasting outcome; the ask is done when no registered device is
-        left without one."""
+        """Note a device's lasting outcome; the ask is done when no device it is owed to
+        (and still registered) is left without one."""
         at = self.gw.settings.clock().timestamp()
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: sqlite3.Connection) -> bool:
             conn.execute(
-                "INSERT OR REPLACE INTO push_delivered(key, device, outcome, at)"
-                " VALUES (?, ?, ?, ?)",
-                (key, delivery.device_id, delivery.outcome.value, at),
+                "UPDATE push_delivered SET outcome = ?, at = ? WHERE key = ? AND device = ?",
+                (delivery.outcome.value, at, key, delivery.device_id),
             )
-            missing = conn.execute(
-                "SELECT 1 FROM devices WHERE id NOT IN"
-                " (SELECT device FROM push_delivered WHERE key = ?) LIMIT 1",
-                (key,),
-            ).fetchone()
-            if missing is None:
-                conn.execute(
-                    "UPDATE push_once SET state = 'done', reason = ? WHERE key = ?"
-                    " AND state = 'owed'",
-                    (SENT, key),
-                )
+            return _finish(conn, key)
 
-        await self.gw.store.run(write)
-
-    async def _settle(self, key: str, now: datetime, reason: str) -> None:
-        """A lasting decision about the ask's push: stored, so no later run pushes it."""
-        await self.gw.store.run(
-            lambda conn: conn.execute(
-                "INSERT INTO push_once(key, at, state, reason) VALUES (?, ?, 'done', ?)"
-                " ON CONFLICT(key) DO UPDATE SET state = 'done', reason = excluded.reason",
-                (key, now.timestamp(), reason),
-            )
-        )
+        if await self.gw.store.run(write):
+            self._owed.discard(key)
 
     async def ask_resolved(self, agent: str, ask: Ask) -> None:
         """The ask was answered, expired or withdrawn: a push still owed for it is not sent
@@ -455,6 +486,9 @@ class Pushing:
         key = once_key(
             self.machine, agent, tool_call=ask.tool.call_id if ask.tool else None, ask=ask.id
         )
+        if key not in self._owed:
+            return  # nothing owed for it in this run: no write on the answer path
+        self._owed.discard(key)
 
         def settle(conn: sqlite3.Connection) -> bool:
             cur = conn.execute(
@@ -528,10 +562,16 @@ class Pushing:
             log.exception("webhook for an ask of %s failed", agent)
 
     async def _log(
-        self, agent: str, ask: Ask, device: str | None, outcome: str, reason: str | None
+        self,
+        agent: str,
+        ask: Ask,
+        device: str | None,
+        outcome: str,
+        reason: str | None,
+        also: Callable[[sqlite3.Connection], object] | None = None,
     ) -> None:
         log.info("push %s/%s: %s (%s)", agent, ask.id, outcome, reason)
-        await self._write_log(agent, ask.conversation, ask.id, device, outcome, reason)
+        await self._write_log(agent, ask.conversation, ask.id, device, outcome, reason, also=also)
 
     async def _write_log(
         self,
@@ -542,11 +582,15 @@ class Pushing:
         outcome: str,
         reason: str | None,
         provider_id: str | None = None,
+        also: Callable[[sqlite3.Connection], object] | None = None,
     ) -> None:
+        """Append to the delivery log (and run ``also`` in the same transaction)."""
         at = self.gw.settings.clock().isoformat()
         row = (at, agent, conversation, ask, device, outcome, reason, provider_id)
 
         def write(conn: sqlite3.Connection) -> None:
+            if also is not None:
+                also(conn)
             cur = conn.execute(
                 "INSERT INTO push_log(at, agent, conversation, ask, device, outcome, reason,"
                 " provider_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

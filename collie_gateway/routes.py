@@ -18,7 +18,7 @@ from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
 from collie_gateway.openapi import openapi_document
-from collie_gateway.phonebus import END, PhoneEvent
+from collie_gateway.phonebus import PhoneEvent
 from collie_gateway.pushing import DeviceError, DeviceIn, PresenceIn
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.cards import CardState, TapOutcome, outcome_line
@@ -150,11 +150,11 @@ async def events(request: web.Request) -> web.StreamResponse:
             else:
                 first = sub.queue.get_nowait()
             # Everything already queued goes out in one write (a streamed reply's deltas).
-            frames = [] if first is END else [_frame(first)]
+            frames = [] if first is None else [_frame(first)]
             while len(frames) < WRITE_BATCH and not sub.queue.empty():
-                event = sub.queue.get_nowait()
-                if event is not END:
-                    frames.append(_frame(event))
+                queued = sub.queue.get_nowait()
+                if queued is not None:
+                    frames.append(_frame(queued))
             if frames:
                 await resp.write(b"".join(frames))
             if sub.ended and sub.queue.empty():
