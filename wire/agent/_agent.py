@@ -32,6 +32,7 @@ from wire.agent._store import Store, Tx
 from wire.messages import (
     MAX_BODY,
     WIRE_VERSION,
+    Answer,
     Ask,
     AskChanged,
     AskRaised,
@@ -140,7 +141,9 @@ class Agent:
     ``keep_events`` is how many events the log keeps for replay; ``expiry_interval`` is how
     often deadlines are checked; ``echo_request_id=False`` leaves the request id off the
     ``user`` item (spec C5); ``middlewares`` are aiohttp middlewares run before the agent's
-    handlers (after the error mapping).
+    handlers (after the error mapping); ``answer_check`` is the agent's own check of an answer
+    that fits its ask by the wire's rules: a sentence refuses it with ``400 bad_request``
+    (wire/SPEC.md §8, "as the agent decides"), ``None`` takes it.
     """
 
     def __init__(
@@ -160,6 +163,7 @@ class Agent:
         expiry_interval: float = 1.0,
         echo_request_id: bool = True,
         middlewares: Sequence[Middleware] = (),
+        answer_check: Callable[[Ask, Answer], str | None] | None = None,
     ) -> None:
         if ping_interval <= 0 or expiry_interval <= 0:
             raise ValueError("ping_interval and expiry_interval must be positive")
@@ -174,6 +178,7 @@ class Agent:
         self.expiry_interval = expiry_interval
         self.echo_request_id = echo_request_id
         self.middlewares = tuple(middlewares)
+        self.answer_check = answer_check
         self._clock = now or (lambda: datetime.now(UTC))
         self._store = Store(state_path, keep_events=keep_events)
         self._on_message: MessageHandler | None = None
@@ -902,6 +907,8 @@ class Agent:
             if reply.version != handle.ask.version:
                 return ReplyResult(outcome="changed")
             problem = check_answer(handle.ask, reply.answer)
+            if problem is None and self.answer_check is not None:
+                problem = self.answer_check(handle.ask, reply.answer)
             if problem is not None:
                 raise RequestError(400, "bad_request", problem)
             resolution = Resolution(
