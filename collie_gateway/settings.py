@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
+from collie_gateway.supervisor import Backoff
 
 if TYPE_CHECKING:
     from collie_gateway.pushing import TargetsFactory
@@ -55,6 +56,7 @@ class Settings:
     resend_interval: float = 30.0  # ours: unsettled answers are sent again this often
     push_targets: TargetsFactory | None = None  # APNs/FCM senders and webhooks, if any
     unix_path: Path | None = None  # serve the phone API on this Unix socket instead
+    bridge_backoff: Backoff = field(default_factory=Backoff)  # restarts of bridges it runs
 
     @property
     def needs_token(self) -> bool:

@@ -42,12 +42,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--max-line", type=int, default=MAX_LINE, help=f"longest ACP line in bytes ({MAX_LINE})"
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log the agent's life")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS…: the ACP agent")
+    p.add_argument(
+        "agent_command",
+        nargs=argparse.REMAINDER,
+        metavar="COMMAND",
+        help="-- COMMAND ARGS…: the agent",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the bridge until SIGINT or SIGTERM; returns the exit code."""
-    command = list(args.command)
+    command = list(args.agent_command)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
