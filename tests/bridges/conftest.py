@@ -144,14 +144,20 @@ def _plain(items: list[Any]) -> list[dict[str, Any]]:
     return [msgspec.to_builtins(i) for i in items]
 
 
-async def acp_rig(base: Rig, *, env: dict[str, str] | None = None, **bridge_args: Any) -> Acp:
+async def acp_rig(
+    base: Rig,
+    *,
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    **bridge_args: Any,
+) -> Acp:
     """Start the bridge on the scripted agent, and a gateway for it."""
     tmp = base.tmp
     env = env or agent_env(tmp)
     bridge_args.setdefault("restart_first", 0.05)
     bridge_args.setdefault("ping_interval", 0.2)
     bridge = AcpBridge(
-        command=SCRIPTED,
+        command=command or SCRIPTED,
         state_path=tmp / "claude.db",
         cwds=[str(tmp)],
         env=env,
