@@ -63,8 +63,8 @@ CANCELLED: Final = {"outcome": {"outcome": "cancelled"}}
 
 # What the chat shows for what ACP cannot promise (README, "ACP agents").
 UNDELIVERED: Final = (
-    "The agent restarted before it used your answer to “{title}”. The answer was not sent "
-    "again; ask the agent again if it still matters."
+    "The agent restarted before confirming it used your answer to “{title}”. The answer was "
+    "not sent again; ask the agent again if it still matters."
 )
 RESTARTED: Final = "The agent stopped unexpectedly (exit code {code}); it is being restarted."
 NEW_SESSION: Final = (
@@ -82,9 +82,7 @@ CREATE TABLE IF NOT EXISTS acp_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS acp_sessions (
     conversation TEXT PRIMARY KEY, session_id TEXT NOT NULL, epoch INTEGER NOT NULL,
     cwd TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS acp_asks (
-    ask_id TEXT PRIMARY KEY, conversation TEXT NOT NULL, epoch INTEGER NOT NULL,
-    title TEXT NOT NULL, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS acp_asks (ask_id TEXT PRIMARY KEY, state TEXT NOT NULL);
 """
 
 
@@ -196,6 +194,7 @@ class AcpBridge(Handler):
         """
         await self.agent.start()
         self._db = await aiosqlite.connect(self.state_path, timeout=10.0)
+        await self._db.execute("PRAGMA synchronous=FULL")  # as the SDK's tables
         await self._db.executescript(_SCHEMA)
         await self._db.commit()
         await self._recover()
@@ -326,29 +325,35 @@ class AcpBridge(Handler):
         return epoch
 
     async def _set_ask_state(self, ask_id: str, state: str) -> None:
-        await self.db.execute("UPDATE acp_asks SET state = ? WHERE ask_id = ?", (state, ask_id))
+        await self.db.execute(
+            "INSERT INTO acp_asks (ask_id, state) VALUES (?, ?) "
+            "ON CONFLICT (ask_id) DO UPDATE SET state = excluded.state",
+            (ask_id, state),
+        )
         await self.db.commit()
 
     async def _recover(self) -> None:
         """After the bridge itself restarted: an answer the ledger accepted for a process that
         is gone was never delivered; say so in its chat, once."""
+        # Every ask the bridge raised is in the SDK's ``asks`` table; one whose fate the
+        # bridge never recorded belonged to a process that is gone.
         rows = list(
             await self.db.execute_fetchall(
-                "SELECT a.ask_id, a.conversation, a.title, s.resolution FROM acp_asks a "
-                "LEFT JOIN asks s ON s.id = a.ask_id WHERE a.state = 'open'"
+                "SELECT s.id, s.conversation, s.data, s.resolution FROM asks s "
+                "LEFT JOIN acp_asks a ON a.ask_id = s.id WHERE a.ask_id IS NULL"
             )
         )
-        for ask_id, conv_id, title, resolution in rows:
-            how = None
+        for ask_id, conv_id, data, resolution in rows:
+            how = "gone"
             if resolution is not None:
-                how = msgspec.json.decode(bytes(resolution)).get("how")
+                how = str(msgspec.json.decode(bytes(resolution)).get("how", "gone"))
             if how == "answered":
+                title = str(msgspec.json.decode(bytes(data)).get("title", ""))
                 conv = await self.agent.conversation(conv_id)
                 if conv is not None and not conv.closed:
                     await self._notice(conv, UNDELIVERED.format(title=title))
-                await self._set_ask_state(ask_id, "undelivered")
-            else:
-                await self._set_ask_state(ask_id, "gone")
+                how = "undelivered"
+            await self._set_ask_state(ask_id, how)
 
     async def _session_row(self, conv_id: str) -> tuple[str, int, str] | None:
         rows = list(
@@ -474,20 +479,26 @@ class AcpBridge(Handler):
 
     # --- ACP side: what the process sends --------------------------------------------------
 
-    async def on_notification(self, proc: AcpProcess, note: Notification) -> None:
-        if note.method == "session/update" and note.params is not None:
-            try:
-                update = msgspec.json.decode(note.params, type=SessionNotification)
-            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                log.warning("a session/update the bridge cannot read: %s", exc)
-                return
+    async def on_notifications(self, proc: AcpProcess, notes: list[Notification]) -> None:
+        updates: list[SessionNotification] = []
+        for note in notes:
+            if note.method == "session/update" and note.params is not None:
+                try:
+                    updates.append(msgspec.json.decode(note.params, type=SessionNotification))
+                except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                    log.warning("a session/update the bridge cannot read: %s", exc)
+                continue
+            for update in merge_chunks(updates):
+                await self._apply_update(proc, update)
+            updates.clear()
+            if note.method == "$/cancel_request" and note.params is not None:
+                try:
+                    cancel = msgspec.json.decode(note.params, type=CancelRequestParams)
+                except (msgspec.ValidationError, msgspec.DecodeError):
+                    continue
+                await self._withdraw(proc, cancel.request_id)
+        for update in merge_chunks(updates):
             await self._apply_update(proc, update)
-        elif note.method == "$/cancel_request" and note.params is not None:
-            try:
-                cancel = msgspec.json.decode(note.params, type=CancelRequestParams)
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                return
-            await self._withdraw(proc, cancel.request_id)
 
     async def on_bad_line(self, proc: AcpProcess, problem: Invalid | Oversized) -> None:
         if not isinstance(problem, Oversized):
@@ -542,12 +553,6 @@ class AcpBridge(Handler):
         except LocalWireError as exc:
             log.warning("an ask the wire cannot carry: %s", exc)
             return None
-        await self.db.execute(
-            "INSERT OR IGNORE INTO acp_asks (ask_id, conversation, epoch, title, state) "
-            "VALUES (?, ?, ?, ?, 'open')",
-            (ask_id, conv.id, proc.epoch, handle.ask.title),
-        )
-        await self.db.commit()
         pending = Pending(handle, proc, request.id)
         self.pending[(proc.epoch, request.id)] = pending
         return pending
@@ -780,6 +785,43 @@ class AcpBridge(Handler):
     async def _notice(self, conv: ConversationHandle, text: str) -> None:
         with contextlib.suppress(LocalWireError):
             await conv.append(kind="notice", text=text)
+
+
+_TEXT_CHUNKS: Final = ("agent_message_chunk", "agent_thought_chunk")
+
+
+def _text_of(update: SessionUpdate) -> str | None:
+    content = update.content
+    if update.session_update in _TEXT_CHUNKS and isinstance(content, dict):
+        text = content.get("text")
+        if content.get("type") == "text" and isinstance(text, str):
+            return text
+    return None
+
+
+def merge_chunks(updates: list[SessionNotification]) -> list[SessionNotification]:
+    """Consecutive text chunks of one message, read together, as one chunk: one write of the
+    state file (and one ``item.delta``) for all of them, so a fast agent is not held to the
+    speed of the bridge's commits."""
+    merged: list[SessionNotification] = []
+    for note in updates:
+        text = _text_of(note.update)
+        if merged and text is not None:
+            last = merged[-1]
+            before = _text_of(last.update)
+            if (
+                before is not None
+                and last.session_id == note.session_id
+                and last.update.session_update == note.update.session_update
+                and last.update.message_id == note.update.message_id
+            ):
+                content = {**last.update.content, "text": before + text}
+                merged[-1] = msgspec.structs.replace(
+                    last, update=msgspec.structs.replace(last.update, content=content)
+                )
+                continue
+        merged.append(note)
+    return merged
 
 
 def _tool_fields(update: SessionUpdate) -> dict[str, Any]:

@@ -56,7 +56,8 @@ class Handler:
     async def on_request(self, proc: AcpProcess, request: Request) -> None:
         raise NotImplementedError
 
-    async def on_notification(self, proc: AcpProcess, note: Notification) -> None:
+    async def on_notifications(self, proc: AcpProcess, notes: list[Notification]) -> None:
+        """Notifications that arrived together, in order (so a handler may merge them)."""
         raise NotImplementedError
 
     async def on_bad_line(self, proc: AcpProcess, problem: Invalid | Oversized) -> None:
@@ -148,8 +149,15 @@ class AcpProcess:
             while True:
                 chunk = await stdout.read(CHUNK)
                 lines = splitter.feed(chunk) if chunk else splitter.end()
+                notes: list[Notification] = []
                 for line in lines:
-                    await self._dispatch(line)
+                    message = line if isinstance(line, Oversized) else parse(line)
+                    if isinstance(message, Notification):
+                        notes.append(message)
+                        continue
+                    await self._notify(notes)
+                    await self._dispatch(message)
+                await self._notify(notes)
                 if not chunk:
                     break
         except Exception:
@@ -165,12 +173,22 @@ class AcpProcess:
                 self.exited.set_result(code)
             log.warning("agent process %s exited with %s (epoch %s)", self.pid, code, self.epoch)
 
-    async def _dispatch(self, line: bytes | Oversized) -> None:
-        if isinstance(line, Oversized):
-            log.warning("dropped a line of %s bytes (over %s)", line.size, self.max_line)
-            await self.handler.on_bad_line(self, line)
+    async def _notify(self, notes: list[Notification]) -> None:
+        """Hand the notifications read so far to the handler, and forget them."""
+        if not notes:
             return
-        message = parse(line)
+        batch = notes[:]
+        notes.clear()
+        try:
+            await self.handler.on_notifications(self, batch)
+        except Exception:
+            log.exception("handling %s notifications failed", len(batch))
+
+    async def _dispatch(self, message: Request | Response | Invalid | Oversized) -> None:
+        if isinstance(message, Oversized):
+            log.warning("dropped a line of %s bytes (over %s)", message.size, self.max_line)
+            await self.handler.on_bad_line(self, message)
+            return
         if isinstance(message, Response):
             fut = self._pending.pop(message.id, None) if message.id is not None else None
             if fut is None:
@@ -181,11 +199,6 @@ class AcpProcess:
                     fut.exception()
                 else:
                     fut.set_result(message.result or msgspec.Raw(b"null"))
-        elif isinstance(message, Notification):
-            try:
-                await self.handler.on_notification(self, message)
-            except Exception:
-                log.exception("handling %s failed", message.method)
         elif isinstance(message, Request):
             self._spawn(self.handler.on_request(self, message), f"acp-{message.method}")
         else:
