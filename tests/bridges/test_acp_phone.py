@@ -216,6 +216,21 @@ async def test_withdrawn_ask_resolves_decided_and_is_answered_cancelled(acp: Acp
     assert selected(acp) == []
 
 
+async def test_a_message_during_a_turn_is_queued_until_it_ends(acp: Acp) -> None:
+    conv = await acp.start()
+    await acp.say(conv, "permit")
+    [ask_id] = await acp.wait_asks(conv, 1)
+    assert (await acp.say(conv, "then this"))["outcome"] == "accepted"
+    await asyncio.sleep(0.3)
+    assert "you said: then this" not in await acp.texts(conv, "reply")
+    prompts = [r for r in acp.log() if r["message"].get("method") == "session/prompt"]
+    assert len(prompts) == 1  # ACP runs one prompt at a time: the second waits in the bridge
+    await acp.answer(ask_id, "r1", {"option": "o1"})
+    await acp.wait_text(conv, "reply", "you said: then this")
+    texts = await acp.texts(conv, "reply")
+    assert texts.index("chose opt-0") < texts.index("you said: then this")
+
+
 async def test_A4_over_six_options_the_ask_is_unanswerable(acp: Acp) -> None:
     conv = await acp.start()
     await acp.say(conv, "permit7")
@@ -241,6 +256,11 @@ async def test_elicitation_form_checked_against_its_schema(acp: Acp) -> None:
         await acp.bridge.agent.command_reply(b"k1", ask_id, _reply("x1", {"f1": "A", "f2": "f2v2"}))
     assert (refused.value.status, refused.value.message) == (400, "Name: at least 2 characters.")
     assert acp.open_asks(conv) == [ask_id]
+    # From the phone: refused with the sentence; nothing reached the agent.
+    short_answer = await acp.answer(ask_id, "r0", {"fields": {"f1": "A", "f2": "f2v2"}})
+    assert short_answer["outcome"] == "refused"
+    assert "Name: at least 2 characters." in str(short_answer)
+    assert [r for r in acp.responses() if "action" in str(r)] == []
     result = await acp.answer(
         ask_id, "r1", {"fields": {"f1": "Ada", "f2": "f2v2", "f3": "3", "f4": True}}
     )
