@@ -26,7 +26,7 @@ from bridges.acp.schema import (
     PlanEntry,
     ToolCallContent,
 )
-from wire.agent._answers import check_answer
+from wire.answers import check_answer
 from wire.messages import Answer, Ask
 
 
