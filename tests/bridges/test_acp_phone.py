@@ -328,3 +328,36 @@ async def test_history_survives_the_bridge_restarting(rig: Rig) -> None:
         assert again.bridge.epoch == 2
     finally:
         await again.bridge.close()
+
+
+async def test_the_bridge_dies_after_accepting_an_answer_its_restart_says_so_once(
+    rig: Rig,
+) -> None:
+    acp = await acp_rig(rig)
+    conv = await acp.start()
+    await acp.say(conv, "permit")
+    [ask_id] = await acp.wait_asks(conv, 1)
+    proc = acp.bridge.process
+    assert proc is not None
+    never = asyncio.Event()
+
+    async def stuck(id: object, result: object) -> bool:
+        await never.wait()  # the bridge dies before this write
+        return False
+
+    proc.respond = stuck  # type: ignore[method-assign]
+    assert (await acp.answer(ask_id, "r1", {"option": "o1"}))["outcome"] == "accepted"
+    await rig.stop("claude")
+    await acp.bridge.close()
+    notice = UNDELIVERED.format(title="Run call-1")
+    again = await acp_rig(rig)
+    try:
+        assert (await again.texts(conv, "notice")).count(notice) == 1
+        assert selected(again) == []  # the answer went to no process
+    finally:
+        await again.bridge.close()
+    third = await acp_rig(rig)
+    try:
+        assert (await third.texts(conv, "notice")).count(notice) == 1  # said once
+    finally:
+        await third.bridge.close()
