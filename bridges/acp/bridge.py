@@ -171,6 +171,7 @@ class AcpBridge(Handler):
         )
         self.agent.on_message(self._on_message)
         self.agent.on_start(self._on_start)
+        self.agent.on_close(self._on_close)
         self.epoch = 0
         self.process: AcpProcess | None = None
         self.init: InitializeResult | None = None
@@ -393,6 +394,21 @@ class AcpBridge(Handler):
         await self._save_session(conv.id, session_id, proc.epoch, cwd)
         self.sessions[session_id] = Session(conv.id, session_id, proc.epoch)
         return conv
+
+    async def _on_close(self, conv: ConversationHandle) -> None:
+        """Closed from the phone: ``session/close`` when the agent offers it (its session in
+        this process only; the mapping stays for a reopen)."""
+        proc, init = self.process, self.init
+        if proc is None or init is None or not init.can_close:
+            return
+        session = next((s for s in self.sessions.values() if s.conv_id == conv.id), None)
+        if session is None or session.epoch != proc.epoch:
+            return
+        try:
+            await proc.request("session/close", {"sessionId": session.session_id}, timeout=10.0)
+        except (ProcessGone, RpcFailed, TimeoutError) as exc:
+            log.warning("session/close of %s failed: %s", session.session_id, exc)
+        self.sessions.pop(session.session_id, None)
 
     def _lock(self, conv_id: str) -> asyncio.Lock:
         return self._convo_locks.setdefault(conv_id, asyncio.Lock())

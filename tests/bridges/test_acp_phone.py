@@ -361,3 +361,31 @@ async def test_the_bridge_dies_after_accepting_an_answer_its_restart_says_so_onc
         assert (await third.texts(conv, "notice")).count(notice) == 1  # said once
     finally:
         await third.bridge.close()
+
+
+@pytest.mark.parametrize("declared", [True, False])
+async def test_G2_close_sends_session_close_only_when_declared(rig: Rig, declared: bool) -> None:
+    extra = {"ACP_CLOSE": "1"} if declared else {}
+    acp = await acp_rig(rig, env=agent_env(rig.tmp, **extra))
+    try:
+        conv = await acp.start()
+        await acp.say(conv, "hi")
+        await acp.wait_text(conv, "reply", "you said: hi")
+        result = await post_json(
+            acp.client,
+            f"/api/v1/agents/claude/conversations/{conv}/close",
+            {"request_id": "close-1"},
+        )
+        assert result["outcome"] == "accepted"
+
+        def closes() -> list[object]:
+            return [r for r in acp.log() if r["message"].get("method") == "session/close"]
+
+        if declared:
+            await eventually(lambda: len(closes()) == 1)
+            assert acp.bridge.sessions == {}
+        else:
+            await asyncio.sleep(0.3)
+            assert closes() == []
+    finally:
+        await acp.bridge.close()

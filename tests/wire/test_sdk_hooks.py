@@ -4,8 +4,8 @@ withdrawn without an answer (a later reply is ``not_open``)."""
 from __future__ import annotations
 
 from fixtures.agents.harness import serve_agent
-from tests.wire.conftest import AgentFactory, Client
-from wire.agent import Option
+from tests.wire.conftest import AgentFactory, Client, eventually
+from wire.agent import ConversationHandle, Option
 from wire.messages import Answer, Ask
 
 
@@ -49,3 +49,28 @@ async def test_a_withdrawn_ask_answers_not_open_with_its_reason(make_agent: Agen
         finally:
             await client.close()
         assert conv.state == "idle"
+
+
+async def test_on_close_runs_once_after_a_close_command(make_agent: AgentFactory) -> None:
+    agent = make_agent()
+    closed: list[str] = []
+
+    @agent.on_close
+    async def gone(conv: ConversationHandle) -> None:
+        closed.append(conv.id)
+
+    async with serve_agent(agent) as served:
+        await served.agent.open_conversation(id="c1")
+        client = Client(served.address)
+        try:
+            for _ in range(2):  # a retry, and a second close of a closed one, run nothing
+                assert await client.outcome("/conversations/c1/close", {"request_id": "x"}) == (
+                    "accepted"
+                )
+            assert await client.outcome("/conversations/c1/close", {"request_id": "y"}) == (
+                "accepted"
+            )
+            await eventually(lambda: closed == ["c1"])
+        finally:
+            await client.close()
+    assert closed == ["c1"]

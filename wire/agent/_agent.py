@@ -74,6 +74,7 @@ S = TypeVar("S")
 MessageHandler = Callable[["ConversationHandle", SendMessage], Awaitable[None]]
 StartHandler = Callable[[str], Awaitable["ConversationHandle"]]
 ButtonHandler = Callable[["ConversationHandle", str], Awaitable[None]]
+CloseHandler = Callable[["ConversationHandle"], Awaitable[None]]
 
 KEEP_EVENTS: Final = 10_000
 PING_INTERVAL: Final = 15.0  # wire/SPEC.md, Events: a ping at least every 15 s
@@ -184,6 +185,7 @@ class Agent:
         self._on_message: MessageHandler | None = None
         self._on_start: StartHandler | None = None
         self._on_button: ButtonHandler | None = None
+        self._on_close: CloseHandler | None = None
         self._open: dict[str, ConversationHandle] = {}
         self._handles: weakref.WeakValueDictionary[str, ConversationHandle] = (
             weakref.WeakValueDictionary()
@@ -213,6 +215,12 @@ class Agent:
     def on_button(self, fn: ButtonHandler) -> ButtonHandler:
         """Register ``async (conv, button_id) -> None`` for a tap on one of the agent's buttons."""
         self._on_button = fn
+        return fn
+
+    def on_close(self, fn: CloseHandler) -> CloseHandler:
+        """Register ``async (conv) -> None``, run after ``POST …/close`` closed a conversation
+        (an agent's own :meth:`ConversationHandle.close` does not call it)."""
+        self._on_close = fn
         return fn
 
     # --- life ----------------------------------------------------------------------------
@@ -860,9 +868,18 @@ class Agent:
                 return _refused("unsupported")
             if not conv.closed:
                 await self._close(tx, conv)
+                tx.on_commit(lambda: self._spawn(self._run_close(conv)))
             return CommandResult(outcome="accepted", conversation_id=conv.id)
 
         return await self._command(cmd.request_id, key, decide)
+
+    async def _run_close(self, conv: ConversationHandle) -> None:
+        if self._on_close is None:
+            return
+        try:
+            await self._on_close(conv)
+        except Exception:
+            log.exception("closing %s failed", conv.id)
 
     async def command_reopen(self, key: bytes, conversation_id: str, cmd: PlainCommand) -> bytes:
         """``POST /conversations/{id}/reopen``."""
@@ -1071,6 +1088,7 @@ __all__ = [
     "Agent",
     "AskHandle",
     "ButtonHandler",
+    "CloseHandler",
     "ConversationHandle",
     "ItemHandle",
     "MessageHandler",
