@@ -364,7 +364,9 @@ async def test_the_bridge_dies_after_accepting_an_answer_its_restart_says_so_onc
 
 
 @pytest.mark.parametrize("declared", [True, False])
-async def test_G2_close_sends_session_close_only_when_declared(rig: Rig, declared: bool) -> None:
+async def test_G2_close_sends_session_close_only_when_declared(
+    rig: Rig, declared: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     extra = {"ACP_CLOSE": "1"} if declared else {}
     acp = await acp_rig(rig, env=agent_env(rig.tmp, **extra))
     try:
@@ -382,8 +384,8 @@ async def test_G2_close_sends_session_close_only_when_declared(rig: Rig, declare
             return [r for r in acp.log() if r["message"].get("method") == "session/close"]
 
         if declared:
-            await eventually(lambda: len(closes()) == 1)
-            assert acp.bridge.sessions == {}
+            await eventually(lambda: len(closes()) == 1 and acp.bridge.sessions == {})
+            assert not [m for m in caplog.messages if "session/close" in m]  # it succeeded
         else:
             await asyncio.sleep(0.3)
             assert closes() == []
