@@ -62,7 +62,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     _common(demo)
     demo.add_argument("--state-dir", type=Path, default=None, help="where the demo keeps files")
+    _bridge_parser(sub)
     return parser
+
+
+def _bridge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``bridge acp …``: run a bridge by hand (the gateway runs the ones in sources.json)."""
+    from bridges.acp.cli import add_arguments
+
+    bridge = sub.add_parser(
+        "bridge",
+        help="serve an agent of another protocol as a durable agent",
+        description="Serve an agent that speaks another protocol as a wire-v1 durable agent.",
+    )
+    kinds = bridge.add_subparsers(dest="bridge", required=True, metavar="KIND")
+    acp = kinds.add_parser(
+        "acp",
+        help="an Agent Client Protocol agent, run as COMMAND",
+        description="Serve an Agent Client Protocol agent (run as COMMAND, spoken to over its "
+        "stdio) as a wire-v1 durable agent on a Unix socket.",
+    )
+    add_arguments(acp)
+
+
+def _bridge(args: argparse.Namespace) -> int:
+    from bridges.acp.cli import run
+
+    return run(args)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -264,6 +290,8 @@ def _demo(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
+    if args.command == "bridge":
+        return _bridge(args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

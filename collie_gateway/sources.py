@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from collie_gateway.errors import SourcesError
+from collie_gateway.supervisor import BridgeCommand
 
-_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env"})
+_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp"})
+AGENTS_DIR = Path("~/.collie/agents")  # where a bridge's socket and state go by default
 _TOP_KEYS = frozenset({"durable_agents"})
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})  # spec D4, literally
 
@@ -28,6 +31,7 @@ class Source:
     socket: Path | None = None
     url: str | None = None
     token: str | None = None
+    bridge: BridgeCommand | None = None  # the gateway runs this bridge, serving ``socket``
 
     @property
     def local(self) -> bool:
@@ -103,9 +107,17 @@ def _entry(entry: object, where: str, env: Mapping[str, str]) -> Source:
     where = f"{where} ({name!r})"
     unknown = sorted(set(entry) - _ENTRY_KEYS)
     if unknown:
-        raise SourcesError(
-            f"{where}: unknown key {unknown[0]!r} (known: name, socket, url, token_env)"
-        )
+        known = ", ".join(("name", "socket", "url", "token_env", *_BRIDGES))
+        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: {known})")
+    kinds = [k for k in _BRIDGES if k in entry]
+    if kinds:
+        if len(kinds) > 1 or "socket" in entry or "url" in entry:
+            raise SourcesError(
+                f'{where}: a bridge ("{kinds[0]}") is given alone, without "socket", "url" '
+                "or another bridge"
+            )
+        bridge = _BRIDGES[kinds[0]](name, entry[kinds[0]], f'{where}: "{kinds[0]}"')
+        return Source(name=name, socket=bridge.socket, bridge=bridge)
     socket, url = entry.get("socket"), entry.get("url")
     if (socket is None) == (url is None):
         raise SourcesError(f'{where}: give exactly one of "socket" or "url", not both or neither')
@@ -127,3 +139,45 @@ def _entry(entry: object, where: str, env: Mapping[str, str]) -> Source:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SourcesError(f"{where}: url {url!r} must be http:// or https:// with a host")
     return Source(name=name, url=url.rstrip("/"), token=token)
+
+
+def _path(value: object, where: str, default: Path) -> Path:
+    if value is None:
+        return default.expanduser()
+    if not isinstance(value, str) or not value:
+        raise SourcesError(f"{where} must be a path")
+    return Path(value).expanduser()
+
+
+def _acp_bridge(name: str, spec: object, where: str) -> BridgeCommand:
+    """``{"acp": {"command": [...], "cwd": "~/src/shop", "socket": …, "state": …}}``: the ACP
+    bridge (``bridges.acp``) serving ``command``; ``cwd`` is a folder or a list of folders
+    (the New page's starters); ``socket`` and ``state`` default to ``~/.collie/agents/``."""
+    if not isinstance(spec, dict):
+        raise SourcesError(f'{where} must be an object with "command"')
+    unknown = sorted(set(spec) - {"command", "cwd", "socket", "state"})
+    if unknown:
+        raise SourcesError(
+            f"{where}: unknown key {unknown[0]!r} (known: command, cwd, socket, state)"
+        )
+    command = spec.get("command")
+    if (
+        not isinstance(command, list)
+        or not command
+        or not all(isinstance(c, str) and c for c in command)
+    ):
+        raise SourcesError(f'{where}: "command" must be a non-empty list of strings')
+    cwd = spec.get("cwd", [])
+    cwds = [cwd] if isinstance(cwd, str) else cwd
+    if not isinstance(cwds, list) or not all(isinstance(c, str) and c for c in cwds):
+        raise SourcesError(f'{where}: "cwd" must be a folder or a list of folders')
+    socket = _path(spec.get("socket"), f'{where}: "socket"', AGENTS_DIR / f"{name}.sock")
+    state = _path(spec.get("state"), f'{where}: "state"', AGENTS_DIR / f"{name}.acp.db")
+    argv = [sys.executable, "-m", "bridges.acp", "--socket", str(socket), "--state", str(state)]
+    for folder in cwds:
+        argv += ["--cwd", str(Path(folder).expanduser())]
+    return BridgeCommand(name=name, argv=(*argv, "--", *command), socket=socket)
+
+
+# Bridge kinds a sources.json entry may name instead of "socket" or "url".
+_BRIDGES: dict[str, Callable[[str, object, str], BridgeCommand]] = {"acp": _acp_bridge}
