@@ -14,6 +14,7 @@ import msgspec
 from collie_gateway.answering import Answering, Result
 from collie_gateway.answers import Outcome, Tap, card_state
 from collie_gateway.chats import Chats
+from collie_gateway.crew import Crew
 from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
 from collie_gateway.links import AgentClient, AgentLink, Fetched, expect
 from collie_gateway.mirror import AgentMirror, Change, LinkState
@@ -69,6 +70,13 @@ class Gateway:
         self._tasks: set[asyncio.Task[object]] = set()
         self.hooks: list[Callable[[AgentMirror, AgentEvent, Change], None]] = []
         self.pushing: Pushing = Pushing(self, PushTargets())
+        self.crew = Crew(
+            settings.crew,
+            settings.catalogue,
+            settings.timing,
+            self.bus.publish,
+            self._member_ask,
+        )
 
     @property
     def redact(self) -> Callable[[str], str]:
@@ -84,6 +92,7 @@ class Gateway:
         gateway.pushing = await Pushing.open(gateway, settings.push_targets)
         store.start_flusher()
         gateway.spawn(gateway._resend_loop(), "resend-loop")
+        gateway.crew.start()
         for source in settings.sources:
             link = AgentLink(source, gateway.mirrors[source.name], gateway, settings.timing)
             gateway.links[source.name] = link
@@ -92,6 +101,7 @@ class Gateway:
 
     async def close(self) -> None:
         """Stop every link and task, and close the store."""
+        await self.crew.close()
         for link in self.links.values():
             await link.close()
         for task in list(self._tasks):
@@ -129,6 +139,7 @@ class Gateway:
                     self.pushing.ask_raised(mirror.name, ask, conv.title, from_snapshot=True),
                     "push",
                 )
+                self._publish_ask(mirror.name, ask, conv.title, from_snapshot=True)
 
     def event_received(self, mirror: AgentMirror, event: AgentEvent, change: Change) -> None:
         """An agent event was applied to the mirror."""
@@ -142,6 +153,7 @@ class Gateway:
             conv = mirror.conversations.get(event.ask.conversation)
             pane = conv.title if conv is not None else None
             self.spawn(self.pushing.ask_raised(mirror.name, event.ask, pane), "push")
+            self._publish_ask(mirror.name, event.ask, pane, from_snapshot=False)
         if isinstance(event, AskResolved):
             if change.resolved is not None:
                 self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
@@ -168,10 +180,35 @@ class Gateway:
     # --- reads ----------------------------------------------------------------------------
 
     def dashboard(self, *, pending_only: bool = False) -> Dashboard:
-        """The dashboard as the phone draws it now."""
+        """The dashboard as the phone draws it now: this machine's section, then each crew
+        member's (W1)."""
         cat = self.settings.catalogue
         rows = (agent_row(s, self.mirrors[s.name], cat) for s in self.settings.sources)
-        return build_dashboard(rows, self.settings.spaces, cat, pending_only=pending_only)
+        return build_dashboard(
+            rows,
+            self.settings.spaces,
+            cat,
+            pending_only=pending_only,
+            members=self.crew.sections(),
+        )
+
+    # --- the crew (W1–W4) ----------------------------------------------------------------
+
+    def _publish_ask(self, agent: str, ask: Ask, pane: str | None, *, from_snapshot: bool) -> None:
+        """Tell the stream of an ask raised here: a lead following this gateway pushes it to
+        its own phones (W4); a phone may ignore it."""
+        payload = {"agent": agent, "ask": ask, "pane": pane, "from_snapshot": from_snapshot}
+        self.bus.publish("ask.raised", payload)
+
+    def _member_ask(
+        self, machine: str, agent: str, ask: Ask, pane: str | None, from_snapshot: bool
+    ) -> None:
+        """A crew member's agent raised an ask: push it under this gateway's own limits, with
+        P3's key naming the member."""
+        self.spawn(
+            self.pushing.ask_raised(agent, ask, pane, from_snapshot=from_snapshot, machine=machine),
+            "push",
+        )
 
     def version_warning(self, agent: str) -> str | None:
         """R5's box for an agent refused for its wire version, else None."""

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collie_gateway.sources import Source
+from collie_gateway.sources import Member, Source
 from collie_gateway.strings import Catalogue
 
 if TYPE_CHECKING:
@@ -57,6 +57,8 @@ class Settings:
     push_ttl: float = 3600.0  # a push without a deadline waits this long for the phone (s)
     apns_environment: str = "production"  # of an APNs token registered without one
     unix_path: Path | None = None  # serve the phone API on this Unix socket instead
+    crew: list[Member] = field(default_factory=list)  # member machines this lead shows (W1)
+    crew_answers: bool = True  # as a member: take answers given on a lead (W4, V2)
 
     @property
     def needs_token(self) -> bool:
