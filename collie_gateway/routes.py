@@ -14,6 +14,7 @@ from aiohttp import web
 
 from collie_gateway.answers import Record
 from collie_gateway.app import GATEWAY, SETTINGS, json_error
+from collie_gateway.crew_routes import add_crew_routes
 from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
@@ -604,3 +605,4 @@ def add_routes(app: web.Application) -> None:
     r.add_delete("/api/v1/devices/{device}", remove_device)
     r.add_post("/api/v1/presence", presence)
     r.add_get("/api/v1/pushes", push_log)
+    add_crew_routes(app)
