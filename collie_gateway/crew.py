@@ -45,7 +45,7 @@ MAX_BODY: Final = 16 * 1024 * 1024  # ours: a member's answer larger than this i
 MAX_EVENT: Final = 4 * 1024 * 1024
 PING_GRACE: Final = 45.0  # a member pings its stream every 15 s: three missed pings
 # Keys of a member's JSON whose values are URLs of the member's phone API (rewritten).
-URL_KEYS: Final = frozenset({"href", "answer_url", "conversations"})
+URL_KEYS: Final = frozenset({"href", "answer_url", "conversations", "new", "reopen"})
 _API: Final = "/api/v1/"
 
 

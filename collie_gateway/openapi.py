@@ -38,6 +38,8 @@ class Health(msgspec.Struct, kw_only=True):
     ok: bool
     agents: int
     ready: int
+    crew: int = 0  # crew members this gateway leads
+    crew_ready: int = 0  # of them, those whose section is Ready
 
 
 class AgentHome(msgspec.Struct, kw_only=True):
