@@ -452,7 +452,10 @@ class _TypeProbe(Struct):
     type: str
 
 
-EVENT_TYPES: Final = frozenset(str(t.__struct_config__.tag) for t in AgentEvent.__args__)
+EVENT_TYPES: Final = frozenset(
+    str(t.__struct_config__.tag)
+    for t in AgentEvent.__args__
+)
 
 
 # Built once at import: the hot paths.

@@ -39,10 +39,7 @@ class MemberProxy:
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
-        assert server is not None
-        port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = site.name
         self._http = aiohttp.ClientSession()
         return self.url
 
