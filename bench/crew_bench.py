@@ -109,7 +109,7 @@ async def asks_part(agents: Child, ports: dict[str, int], lead_port: int, n: int
     lead_seen: dict[str, float] = {}
     member_seen: dict[str, float] = {}
     tasks = []
-    opened = []
+    opened: list[asyncio.Event] = []
     for url in [f"http://127.0.0.1:{lead_port}/api/v1/events"] + [
         f"http://127.0.0.1:{p}/api/v1/events" for p in ports.values()
     ]:

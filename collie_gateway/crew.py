@@ -171,6 +171,7 @@ class MemberLink:
                 data=body,
                 headers=headers,
                 timeout=aiohttp.ClientTimeout(total=limit, connect=self.timing.connect),
+                allow_redirects=False,  # the token goes to this member's URL, nowhere else
             ) as resp:
                 midway = True
                 if resp.status == 401:
@@ -271,7 +272,10 @@ class MemberLink:
             sock_read=max(self.timing.stream_read, PING_GRACE),
         )
         async with self.session.get(
-            self.member.url + _API + "events", headers=headers, timeout=timeout
+            self.member.url + _API + "events",
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=False,
         ) as resp:
             if resp.status == 401:
                 raise Unauthorized
