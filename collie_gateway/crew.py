@@ -47,6 +47,9 @@ PING_GRACE: Final = 45.0  # a member pings its stream every 15 s: three missed p
 # Keys of a member's JSON whose values are URLs of the member's phone API (rewritten).
 URL_KEYS: Final = frozenset({"href", "answer_url", "conversations", "new", "reopen"})
 _API: Final = "/api/v1/"
+# A member's events about itself only: its push log is about its own devices, and a member
+# that leads a crew of its own does not pass its members on.
+_NOT_PASSED_ON: Final = frozenset({"push.logged", "crew.section"})
 
 
 class CrewInfo(msgspec.Struct, kw_only=True):
@@ -298,16 +301,21 @@ class MemberLink:
                         self.last_event_id = sse.id
 
     def _on_event(self, kind: str, data: str) -> None:
+        if kind in _NOT_PASSED_ON:
+            return
         if kind == "dashboard.row":
-            row = self._lead_row(msgspec.json.decode(data, type=AgentRow))
+            member_row = msgspec.json.decode(data, type=AgentRow)
+            if member_row.machine is not None:
+                return  # a member's own member: a lead passes on its members' agents only
+            row = self._lead_row(member_row)
             self._known[row.agent] = row
             self.rows[row.agent] = row
             self.section = self._build_section()
             self._publish("dashboard.row", row)
             return
         payload = msgspec.json.decode(data)
-        if not isinstance(payload, dict):
-            return
+        if not isinstance(payload, dict) or "machine" in payload:
+            return  # not an object, or from a member's own member
         if kind == "ask.raised":
             try:
                 ask = msgspec.convert(payload.get("ask"), type=Ask)
