@@ -84,6 +84,9 @@ class _Reset(Exception):
 Publish = Callable[[str, object], object]
 #: A member's agent raised an ask: (machine, agent, ask, pane title, from a snapshot).
 OnAsk = Callable[[str, str, Ask, "str | None", bool], None]
+#: Keeps a member's last known rows (JSON) for the lead's next run: (machine, rows).
+SaveRows = Callable[[str, bytes], None]
+SAVE_DELAY: Final = 1.0  # ours: a member's rows are written at most once a second
 
 
 def member_path(machine: str) -> str:
@@ -117,8 +120,11 @@ class MemberLink:
         timing: LinkTiming,
         publish: Publish,
         on_ask: OnAsk,
+        save: SaveRows | None = None,
     ) -> None:
         self.member = member
+        self._save = save
+        self._save_at: asyncio.TimerHandle | None = None
         self.name = member.name
         self.catalogue = catalogue
         self.timing = timing
@@ -204,7 +210,30 @@ class MemberLink:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._save_at is not None:
+            self._save_at.cancel()
+            self._save_now()
         await self.session.close()
+
+    def restore(self, saved: bytes) -> None:
+        """The rows the last run knew, shown (not ready) until the member answers."""
+        try:
+            rows = msgspec.json.decode(saved, type=list[AgentRow])
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            log.warning("crew member %s: its saved rows are unreadable; dropped", self.name)
+            return
+        self._known = {r.agent: r for r in rows}
+        self.rows = {name: self._not_ready(row) for name, row in self._known.items()}
+        self.section = self._build_section()
+
+    def _save_soon(self) -> None:
+        if self._save is not None and self._save_at is None:
+            self._save_at = asyncio.get_running_loop().call_later(SAVE_DELAY, self._save_now)
+
+    def _save_now(self) -> None:
+        self._save_at = None
+        if self._save is not None:
+            self._save(self.name, msgspec.json.encode(list(self._known.values())))
 
     async def _run(self) -> None:
         failures = 0
@@ -261,6 +290,7 @@ class MemberLink:
         self._known = {r.agent: self._lead_row(r) for r in rows}
         self.rows = dict(self._known)
         self.section = self._build_section()
+        self._save_soon()
         for row in self.rows.values():
             self._publish("dashboard.row", row)
             self._publish("list.reset", {"agent": row.agent, "machine": self.name})
@@ -311,6 +341,7 @@ class MemberLink:
             self._known[row.agent] = row
             self.rows[row.agent] = row
             self.section = self._build_section()
+            self._save_soon()
             self._publish("dashboard.row", row)
             return
         payload = msgspec.json.decode(data)
@@ -346,7 +377,7 @@ class MemberLink:
             self.rows = dict(self._known)  # the stream's replay brings what changed since
         else:
             # Its last known rows stay, marked unreachable (no counts, nothing waiting).
-            self.rows = {name: self._unreachable(row) for name, row in self._known.items()}
+            self.rows = {name: self._not_ready(row) for name, row in self._known.items()}
         for row in self.rows.values():
             self._publish("dashboard.row", row)
         self.section = self._build_section()
@@ -369,10 +400,13 @@ class MemberLink:
             href=self.prefix + row.href[len(_API) :] if row.href.startswith(_API) else row.href,
         )
 
-    def _unreachable(self, row: AgentRow) -> AgentRow:
-        label = self.catalogue["state_unreachable"]
+    def _not_ready(self, row: AgentRow) -> AgentRow:
+        """A last known row while the member does not answer: D6's label, no counts."""
+        starting = self.state is MemberState.STARTING
+        state = "starting" if starting else "unreachable"
+        label = self.catalogue["state_starting" if starting else "state_unreachable"]
         return msgspec.structs.replace(
-            row, state="unreachable", right=RightEdge(label=label), waiting=False
+            row, state=state, right=RightEdge(label=label), waiting=False
         )
 
     def _build_section(self) -> Section:
@@ -403,10 +437,18 @@ class Crew:
         timing: LinkTiming,
         publish: Publish,
         on_ask: OnAsk,
+        save: SaveRows | None = None,
     ) -> None:
         self.links: dict[str, MemberLink] = {
-            m.name: MemberLink(m, catalogue, timing, publish, on_ask) for m in members
+            m.name: MemberLink(m, catalogue, timing, publish, on_ask, save) for m in members
         }
+
+    def restore(self, saved: dict[str, bytes]) -> None:
+        """Each member's rows as the last run knew them (by machine name)."""
+        for name, rows in saved.items():
+            link = self.links.get(name)
+            if link is not None:
+                link.restore(rows)
 
     def start(self) -> None:
         """Start following every member."""

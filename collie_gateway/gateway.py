@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sqlite3
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from urllib.parse import quote
@@ -47,6 +48,16 @@ from wire.messages import (
 )
 
 log = logging.getLogger(__name__)
+CREW_ROWS = "crew.rows:"  # kv key prefix of a member's last known rows
+
+
+def _saved_member_rows(conn: sqlite3.Connection) -> dict[str, bytes]:
+    rows = conn.execute(
+        "SELECT key, value FROM kv WHERE substr(key, 1, ?) = ?", (len(CREW_ROWS), CREW_ROWS)
+    ).fetchall()
+    return {str(k)[len(CREW_ROWS) :]: bytes(v) for k, v in rows}
+
+
 _encoder = msgspec.json.Encoder()
 
 
@@ -76,6 +87,7 @@ class Gateway:
             settings.timing,
             self.bus.publish,
             self._member_ask,
+            self._save_member_rows,
         )
 
     @property
@@ -92,6 +104,7 @@ class Gateway:
         gateway.pushing = await Pushing.open(gateway, settings.push_targets)
         store.start_flusher()
         gateway.spawn(gateway._resend_loop(), "resend-loop")
+        gateway.crew.restore(await store.run(_saved_member_rows))
         gateway.crew.start()
         for source in settings.sources:
             link = AgentLink(source, gateway.mirrors[source.name], gateway, settings.timing)
@@ -199,6 +212,19 @@ class Gateway:
         its own phones (W4); a phone may ignore it."""
         payload = {"agent": agent, "ask": ask, "pane": pane, "from_snapshot": from_snapshot}
         self.bus.publish("ask.raised", payload)
+
+    def _save_member_rows(self, machine: str, rows: bytes) -> None:
+        """Keep a member's last known rows: after a restart its section shows them until it
+        answers."""
+        key = CREW_ROWS + machine
+        self.spawn(
+            self.store.run(
+                lambda conn: conn.execute(
+                    "INSERT OR REPLACE INTO kv(key, value) VALUES (?, ?)", (key, rows)
+                )
+            ),
+            "crew-rows",
+        )
 
     def _member_ask(
         self, machine: str, agent: str, ask: Ask, pane: str | None, from_snapshot: bool

@@ -126,6 +126,16 @@ async def test_W4_T1_member_killed_mid_answer_offline_then_back_exactly_once() -
         assert own["state"] == "ready"  # the lead's own agents are unaffected
         again = await s.tap()  # a retry while the member is away: still not sure, nothing lost
         assert again["outcome"] == "uncertain"
+        # The lead restarted meanwhile still shows the member's last known rows.
+        await s.lead.stop()
+        await s.lead.start(ready=1)
+        await section_state(s.lead, "workshop", "unreachable")
+        (kept,) = section(await s.board(), "workshop")["rows"]
+        assert (kept["agent"], kept["state"], kept["line2"]) == (
+            "held",
+            "unreachable",
+            "held, local, workshop",
+        )
         s.release.touch()
         await s.member.start()
         await section_state(s.lead, "workshop", "ready")  # back by itself
