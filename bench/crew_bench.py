@@ -29,6 +29,7 @@ from _common import (
     Json,
     Timer,
     bench_main,
+    cpu_seconds,
     heading,
     pct,
     ratio,
@@ -193,7 +194,10 @@ async def run(args: argparse.Namespace) -> Json:
             board: Any = json.loads(body)
             results["rows"] = sum(len(s.get("rows") or []) for s in board["sections"])
             results["bytes"] = len(body)
+            results["compute"] = await lead.call({"cmd": "dashboard_compute", "n": 300})
+            cpu0 = cpu_seconds(lead.pid)
             results["asks"] = await asks_part(agents, ports, ready["port"], args.asks)
+            results["ask_cpu_s"] = cpu_seconds(lead.pid) - cpu0
         finally:
             if lead is not None:
                 await lead.close()
@@ -219,6 +223,8 @@ def report(r: Json, args: argparse.Namespace) -> None:
     row("baseline: lead healthz p50 / p99", f"{pct(h, 50) * 1e3:.2f} / {pct(h, 99) * 1e3:.2f} ms")
     row("a member's own dashboard p50 / p99", f"{pct(m, 50) * 1e3:.2f} / {pct(m, 99) * 1e3:.2f} ms")
     row("ratio lead dashboard / healthz", f"p99 {ratio(pct(d, 99), pct(h, 99))}")
+    c = r["compute"]
+    row("in-process build+encode p50/p99", f"{c['p50_ms']:.2f} / {c['p99_ms']:.2f} ms (no HTTP)")
     row(
         f"target p99 < {DASHBOARD_P99_TARGET_MS:g} ms",
         verdict(pct(d, 99) * 1e3 < DASHBOARD_P99_TARGET_MS),
@@ -239,6 +245,8 @@ def report(r: Json, args: argparse.Namespace) -> None:
         f"{pct(member_t, 50) * 1e3:.1f} / {pct(member_t, 99) * 1e3:.1f} ms",
     )
     row("added by the lead, p99", f"{(pct(lead_t, 99) - pct(member_t, 99)) * 1e3:.1f} ms")
+    per_ask = r["ask_cpu_s"] / max(asks["sent"], 1) * 1e3
+    row("the lead's CPU per ask", f"{per_ask:.2f} ms (relay, push decision, stream)")
     met = len(lead_t) == asks["sent"] and pct(lead_t, 99) * 1e3 < ASK_P99_TARGET_MS
     row(f"target p99 < {ASK_P99_TARGET_MS:g} ms", verdict(met))
 
