@@ -38,7 +38,7 @@ class Health(msgspec.Struct, kw_only=True):
     ok: bool
     agents: int
     ready: int
-    crew: int = 0  # crew members this gateway leads
+    crew: int = 0  # crew members this gateway leads (only on a lead)
     crew_ready: int = 0  # of them, those whose section is Ready
 
 

@@ -77,17 +77,12 @@ async def healthz(request: web.Request) -> web.Response:
     """Liveness, and how many agents are ready."""
     gw = request.app[GATEWAY]
     ready = sum(1 for m in gw.mirrors.values() if m.state is LinkState.READY)
+    health: dict[str, object] = {"ok": True, "agents": len(gw.mirrors), "ready": ready}
     crew = gw.crew.links.values()
-    crew_ready = sum(1 for link in crew if link.ready.is_set())
-    return encoded(
-        {
-            "ok": True,
-            "agents": len(gw.mirrors),
-            "ready": ready,
-            "crew": len(crew),
-            "crew_ready": crew_ready,
-        }
-    )
+    if crew:  # a lead: its members, and how many of their sections are Ready
+        health["crew"] = len(crew)
+        health["crew_ready"] = sum(1 for link in crew if link.ready.is_set())
+    return encoded(health)
 
 
 async def dashboard(request: web.Request) -> web.Response:
