@@ -63,6 +63,15 @@ class CrewInfo(msgspec.Struct, kw_only=True):
     answers: bool
 
 
+class MemberAsk(msgspec.Struct, kw_only=True):
+    """A member's ``ask.raised`` event, as the lead reads it to push the ask (P1–P3)."""
+
+    agent: str
+    ask: Ask
+    pane: str | None = None
+    from_snapshot: bool = False
+
+
 class MemberState(StrEnum):
     """The lead's link to one member, as its section shows it."""
 
@@ -331,6 +340,13 @@ class MemberLink:
                         self.last_event_id = sse.id
 
     def _on_event(self, kind: str, data: str) -> None:
+        try:
+            self._apply(kind, data)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            # One bad event is skipped; the stream and every other event go on.
+            log.warning("crew member %s: skipped an event %r: %s", self.name, kind[:64], exc)
+
+    def _apply(self, kind: str, data: str) -> None:
         if kind in _NOT_PASSED_ON:
             return
         if kind == "dashboard.row":
@@ -348,16 +364,8 @@ class MemberLink:
         if not isinstance(payload, dict) or "machine" in payload:
             return  # not an object, or from a member's own member
         if kind == "ask.raised":
-            try:
-                ask = msgspec.convert(payload.get("ask"), type=Ask)
-            except msgspec.ValidationError:
-                ask = None
-            agent = payload.get("agent")
-            pane = payload.get("pane")
-            if ask is not None and isinstance(agent, str):
-                from_snapshot = payload.get("from_snapshot") is True
-                self._on_ask(self.name, agent, ask, pane if isinstance(pane, str) else None,
-                             from_snapshot)  # fmt: skip
+            raised = msgspec.json.decode(data, type=MemberAsk)
+            self._on_ask(self.name, raised.agent, raised.ask, raised.pane, raised.from_snapshot)
         payload = rewrite_urls(payload, self.prefix)
         payload["machine"] = self.name
         self._publish(kind, payload)

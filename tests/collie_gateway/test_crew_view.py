@@ -1,19 +1,29 @@
-"""The crew's pure parts: the lead's dashboard with members' sections (W1–W3), the ``crew``
-list of sources.json (and where a member's token may travel), and URL rewriting."""
+"""The crew's parts: the lead's dashboard with members' sections (W1–W3), the ``crew`` list
+of sources.json (and where a member's token may travel), URL rewriting, and a member of the
+tests' own that sends what no Collie sends."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import msgspec
 import pytest
+from aiohttp import web
 
 from collie_gateway.crew import rewrite_urls
 from collie_gateway.errors import SourcesError
-from collie_gateway.sources import load_crew, load_sources
+from collie_gateway.sources import Member, load_crew, load_sources
 from collie_gateway.strings import Catalogue
-from collie_gateway.views.dashboard import AgentRow, RightEdge, Section, build_dashboard
+from collie_gateway.views.dashboard import (
+    AgentRow,
+    Dashboard,
+    RightEdge,
+    Section,
+    build_dashboard,
+)
+from tests.collie_gateway.conftest import Rig, eventually, get_json
 
 CAT = Catalogue()
 
@@ -161,3 +171,66 @@ def test_W4_a_members_urls_become_the_leads_and_texts_stay() -> None:
         "cards": {"cards": [{"answer_url": "/api/v1/machines/workshop/agents/pi/asks/a1/answer"}]},
         "new": "/api/v1/machines/workshop/agents/pi/new",
     }
+
+
+# --- a member of the tests' own that misbehaves ------------------------------------------
+
+
+def _sse(event_id: str, kind: str, data: bytes) -> bytes:
+    return b"id: %s\nevent: %s\ndata: %s\n\n" % (event_id.encode(), kind.encode(), data)
+
+
+async def test_W1_bad_events_from_a_member_are_skipped_and_lose_nothing(rig: Rig) -> None:
+    """A member (a server of the test's own) sends events that are not what a Collie sends: the
+    lead skips each, keeps the stream (no reconnect) and applies the good event after them."""
+    calm = msgspec.json.encode(row("tool"))
+    busy = msgspec.json.encode(row("tool", waiting=True))
+    board = Dashboard(
+        sections=[Section(kind="durable_agents", rows=[row("tool")])],
+        durable_agents_position="below",
+        pending_only=False,
+    )
+    streams: list[int] = []
+    release = asyncio.Event()
+
+    async def crew_route(request: web.Request) -> web.Response:
+        return web.json_response({"crew": 1, "machine": "odd", "answers": True})
+
+    async def dashboard(request: web.Request) -> web.Response:
+        return web.Response(body=msgspec.json.encode(board), content_type="application/json")
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        streams.append(1)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b"event: stream\ndata: {}\n\n")
+        await resp.write(_sse("b-1", "dashboard.row", b'{"not": "a row"}'))
+        await resp.write(_sse("b-2", "ask.raised", b'{"agent": 5}'))
+        await resp.write(_sse("b-3", "list.row", b"not json"))
+        await resp.write(_sse("b-4", "dashboard.row", calm.replace(b"{", b"[", 1)))
+        await resp.write(_sse("b-5", "dashboard.row", busy))
+        await release.wait()
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/api/v1/crew", crew_route)
+    app.router.add_get("/api/v1/dashboard", dashboard)
+    app.router.add_get("/api/v1/events", events)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        client, gw = await rig.gateway([], crew=[Member(name="odd", url=site.name)])
+
+        async def waiting() -> bool:
+            data = await get_json(client, "/api/v1/dashboard")
+            odd = [s for s in data["sections"] if s.get("machine") == "odd"]
+            return bool(odd) and odd[0]["state"] == "ready" and odd[0]["rows"][0]["waiting"]
+
+        await eventually(waiting)
+        assert streams == [1]  # one stream: nothing made the lead reconnect
+        assert gw.crew.links["odd"].last_event_id == "b-5"
+    finally:
+        release.set()
+        await runner.cleanup()
