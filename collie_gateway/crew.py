@@ -41,6 +41,9 @@ from wire.sse import SSEParser
 log = logging.getLogger(__name__)
 
 CREW_VERSION: Final = 1  # the crew protocol this gateway speaks, at GET /api/v1/crew
+#: Sent by a lead on every request to a member: a member that takes no answers from a lead
+#: refuses an answer carrying it, even from a lead that did not read its crew route (V2).
+LEAD_HEADER: Final = "Collie-Crew-Lead"
 MAX_BODY: Final = 16 * 1024 * 1024  # ours: a member's answer larger than this is refused
 MAX_EVENT: Final = 4 * 1024 * 1024
 PING_GRACE: Final = 45.0  # a member pings its stream every 15 s: three missed pings
@@ -155,6 +158,7 @@ class MemberLink:
         # The token goes to this member only: it is in this session's headers and nowhere
         # else (never in a log line, never in repr).
         headers = {"Authorization": f"Bearer {member.token}"} if member.token else {}
+        headers[LEAD_HEADER] = "1"
         self.session = aiohttp.ClientSession(
             headers=headers,
             timeout=aiohttp.ClientTimeout(

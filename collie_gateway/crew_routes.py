@@ -13,7 +13,14 @@ import msgspec
 from aiohttp import web
 
 from collie_gateway.app import GATEWAY, SETTINGS, json_error
-from collie_gateway.crew import CREW_VERSION, CrewInfo, MemberLink, Unauthorized, rewrite_urls
+from collie_gateway.crew import (
+    CREW_VERSION,
+    LEAD_HEADER,
+    CrewInfo,
+    MemberLink,
+    Unauthorized,
+    rewrite_urls,
+)
 from collie_gateway.errors import AgentUnreachable
 from collie_gateway.views.cards import CardState, TapOutcome, outcome_line
 from wire.messages import Answer, Id
@@ -46,6 +53,14 @@ async def crew_info(request: web.Request) -> web.Response:
     return _json(
         CrewInfo(crew=CREW_VERSION, machine=settings.machine, answers=settings.crew_answers)
     )
+
+
+def crew_refusal(request: web.Request) -> str | None:
+    """On a member that takes no answers given on a lead (``--no-crew-answers``): T1's last
+    row for an answer a lead sent on; else None. Nothing is recorded or sent."""
+    if LEAD_HEADER in request.headers and not request.app[SETTINGS].crew_answers:
+        return request.app[SETTINGS].catalogue["t_older_collie"]
+    return None
 
 
 def _member(request: web.Request) -> MemberLink:

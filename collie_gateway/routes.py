@@ -14,7 +14,7 @@ from aiohttp import web
 
 from collie_gateway.answers import Record
 from collie_gateway.app import GATEWAY, SETTINGS, json_error
-from collie_gateway.crew_routes import add_crew_routes
+from collie_gateway.crew_routes import add_crew_routes, crew_refusal
 from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
@@ -488,6 +488,9 @@ async def answer_ask(request: web.Request) -> web.Response:
     agent = agent_of(request)
     gw = request.app[GATEWAY]
     body = await body_of(request, PhoneAnswer)
+    refused = crew_refusal(request)
+    if refused is not None:  # V2: sent through a lead, and this machine takes none that way
+        return encoded(_answer_view(request, body.request_id, TapOutcome.REFUSED, refused, None))
     try:
         result = await gw.answer(
             agent, request.match_info["ask"], body.request_id, body.version, body.answer

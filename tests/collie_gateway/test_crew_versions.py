@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
@@ -153,6 +154,20 @@ async def test_V2_T1_last_row_a_member_that_takes_no_answers_from_a_lead(scene: 
     await _refused_and_nothing_sent(scene, "noanswers", "tap-noanswers")
     info = await call(scene.m2.base, "GET", "/api/v1/crew")
     assert info == {"crew": 1, "machine": "m2", "answers": False}
+    # A lead that sends it on anyway (one that did not read the crew route) is refused by m2.
+    tap = {"request_id": "tap-anyway", "version": 1, "answer": {"option": "allow"}}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            scene.m2.base + "/api/v1/agents/mate/asks/v1/answer",
+            json=tap,
+            headers={"Collie-Crew-Lead": "1"},
+        ) as r,
+    ):
+        anyway = await r.json()
+    assert (anyway["outcome"], anyway["card"]["line"]) == ("refused", OLDER)
+    assert ledger(scene.m2.db, "tap-anyway") is None
+    assert acts(scene.acts_log) == []
 
 
 async def test_W1_a_wrong_crew_token_is_a_clear_state_of_the_members_section(
