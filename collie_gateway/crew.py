@@ -67,7 +67,8 @@ class CrewInfo(msgspec.Struct, kw_only=True):
 
 
 class MemberAsk(msgspec.Struct, kw_only=True):
-    """A member's ``ask.raised`` event, as the lead reads it to push the ask (P1–P3)."""
+    """A member's ``ask.raised`` or ``ask.resolved`` event, as the lead reads it to push the
+    ask, or to settle its push (P1–P3)."""
 
     agent: str
     ask: Ask
@@ -96,6 +97,8 @@ class _Reset(Exception):
 Publish = Callable[[str, object], object]
 #: A member's agent raised an ask: (machine, agent, ask, pane title, from a snapshot).
 OnAsk = Callable[[str, str, Ask, "str | None", bool], None]
+#: A member's ask closed: (machine, agent, ask).
+OnResolved = Callable[[str, str, Ask], None]
 #: Keeps a member's last known rows (JSON) for the lead's next run: (machine, rows).
 SaveRows = Callable[[str, bytes], None]
 SAVE_DELAY: Final = 1.0  # ours: a member's rows are written at most once a second
@@ -133,8 +136,10 @@ class MemberLink:
         publish: Publish,
         on_ask: OnAsk,
         save: SaveRows | None = None,
+        on_resolved: OnResolved | None = None,
     ) -> None:
         self.member = member
+        self._on_resolved = on_resolved
         self._save = save
         self._save_at: asyncio.TimerHandle | None = None
         self.name = member.name
@@ -370,6 +375,9 @@ class MemberLink:
         if kind == "ask.raised":
             raised = msgspec.json.decode(data, type=MemberAsk)
             self._on_ask(self.name, raised.agent, raised.ask, raised.pane, raised.from_snapshot)
+        if kind == "ask.resolved" and self._on_resolved is not None:
+            closed = msgspec.json.decode(data, type=MemberAsk)
+            self._on_resolved(self.name, closed.agent, closed.ask)
         payload = rewrite_urls(payload, self.prefix)
         payload["machine"] = self.name
         self._publish(kind, payload)
@@ -450,9 +458,11 @@ class Crew:
         publish: Publish,
         on_ask: OnAsk,
         save: SaveRows | None = None,
+        on_resolved: OnResolved | None = None,
     ) -> None:
         self.links: dict[str, MemberLink] = {
-            m.name: MemberLink(m, catalogue, timing, publish, on_ask, save) for m in members
+            m.name: MemberLink(m, catalogue, timing, publish, on_ask, save, on_resolved)
+            for m in members
         }
 
     def restore(self, saved: dict[str, bytes]) -> None:

@@ -88,6 +88,7 @@ class Gateway:
             self.bus.publish,
             self._member_ask,
             self._save_member_rows,
+            self._member_ask_resolved,
         )
 
     @property
@@ -172,6 +173,8 @@ class Gateway:
                 self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
                 # A push still owed for it is no longer wanted (P3, issue 10).
                 self.spawn(self.pushing.ask_resolved(mirror.name, change.resolved), "push")
+                # A lead following this gateway settles its own push for it (W4).
+                self.bus.publish("ask.resolved", {"agent": mirror.name, "ask": change.resolved})
             self.spawn(self._settle(mirror.name, event), "settle")
         if isinstance(event, AskChanged):
             # An unsettled tap on the old version can no longer be applied, but it holds the
@@ -225,6 +228,10 @@ class Gateway:
             ),
             "crew-rows",
         )
+
+    def _member_ask_resolved(self, machine: str, agent: str, ask: Ask) -> None:
+        """A crew member's ask closed: a push the lead still owes for it is not sent."""
+        self.spawn(self.pushing.ask_resolved(agent, ask, machine=machine), "push")
 
     def _member_ask(
         self, machine: str, agent: str, ask: Ask, pane: str | None, from_snapshot: bool

@@ -276,6 +276,14 @@ class ResetEvent(msgspec.Struct):
     """``reset``: the events since ``Last-Event-ID`` are lost; read every screen again."""
 
 
+class AskResolvedEvent(msgspec.Struct, kw_only=True):
+    """``ask.resolved``: an agent's ask closed; on a lead, a member's carries ``machine``."""
+
+    agent: str
+    ask: Ask
+    machine: str | None = None
+
+
 _EVENTS: dict[str, tuple[type[Any], str]] = {
     "dashboard.row": (AgentRow, "one agent's dashboard row changed"),
     "list.changed": (ConversationList, "an agent's whole list, read anew"),
@@ -290,6 +298,7 @@ _EVENTS: dict[str, tuple[type[Any], str]] = {
     "stream": (StreamHello, "the first event (no id): the stream's id for presence"),
     "push.logged": (PushLoggedEvent, "a push decision or delivery was logged"),
     "ask.raised": (AskRaisedEvent, "an agent raised an ask"),
+    "ask.resolved": (AskResolvedEvent, "an agent's ask closed (a lead settles its push)"),
     "crew.section": (Section, "on a lead: a crew member's section changed state (W1)"),
     "reset": (ResetEvent, "events were lost: read every screen again (data is {})"),
 }

@@ -471,11 +471,15 @@ class Pushing:
             )
         )
 
-    async def ask_resolved(self, agent: str, ask: Ask) -> None:
+    async def ask_resolved(self, agent: str, ask: Ask, *, machine: str | None = None) -> None:
         """The ask was answered, expired or withdrawn: a push still owed for it is not sent
-        in any later run (a lasting reason, logged). Never raises."""
+        in any later run (a lasting reason, logged). Never raises. ``machine``: as
+        :meth:`ask_raised`."""
         key = once_key(
-            self.machine, agent, tool_call=ask.tool.call_id if ask.tool else None, ask=ask.id
+            machine or self.machine,
+            agent,
+            tool_call=ask.tool.call_id if ask.tool else None,
+            ask=ask.id,
         )
 
         def settle(conn: sqlite3.Connection) -> bool:

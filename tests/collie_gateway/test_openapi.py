@@ -35,6 +35,7 @@ EVENT_TYPES = (
     "answer.settled",
     "push.logged",
     "ask.raised",
+    "ask.resolved",
     "crew.section",
     "stream",
     "reset",
