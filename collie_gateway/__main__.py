@@ -30,7 +30,7 @@ from collie_gateway.errors import ConfigError, GatewayError
 from collie_gateway.pushing import PushTargets, TargetsFactory
 from collie_gateway.redact import redactor_from_env
 from collie_gateway.settings import Settings
-from collie_gateway.sources import load_sources
+from collie_gateway.sources import load_crew, load_sources
 from collie_gateway.strings import Catalogue
 from push import ApnsClient, Content, FcmClient, Provider, PushSender, ServiceAccount, WebhookTarget
 from push.apns import PRODUCTION_URL as APNS_PRODUCTION_URL
@@ -53,6 +53,15 @@ def _parser() -> argparse.ArgumentParser:
         description="Connect to every agent named in sources.json and serve the phone API.",
     )
     serve.add_argument("--sources", type=Path, required=True, help="path of sources.json")
+    serve.add_argument(
+        "--machine", default=None, help="this machine's name in a crew (default: the host name)"
+    )
+    serve.add_argument(
+        "--no-crew-answers",
+        dest="crew_answers",
+        action="store_false",
+        help="as a crew member, take no answers given on a lead (they are answered here only)",
+    )
     _common(serve)
     demo = sub.add_parser(
         "demo",
@@ -198,12 +207,14 @@ def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
     redact = redactor_from_env(os.environ).enabled
     return Settings(
         sources=load_sources(sources_path),
+        crew=load_crew(sources_path),
+        crew_answers=getattr(args, "crew_answers", True),
         db_path=args.db,
         host=args.host,
         port=args.port,
         token=os.environ.get("COLLIE_TOKEN") or None,
         spaces=tuple(args.space),
-        machine=socket.gethostname(),
+        machine=getattr(args, "machine", None) or socket.gethostname(),
         catalogue=catalogue,
         redact=redact,
         push_targets=push_targets_from_env(os.environ),

@@ -308,19 +308,32 @@ class Pushing:
     # --- asks -----------------------------------------------------------------------------
 
     async def ask_raised(
-        self, agent: str, ask: Ask, pane: str | None, *, from_snapshot: bool = False
+        self,
+        agent: str,
+        ask: Ask,
+        pane: str | None,
+        *,
+        from_snapshot: bool = False,
+        machine: str | None = None,
     ) -> None:
         """Decide and send the push for one raised ask; never raises. ``from_snapshot``: the
         ask was found open in a snapshot (raised while the gateway was away); one already
-        pushed is then passed over without a log line."""
+        pushed is then passed over without a log line. ``machine``: the crew member the agent
+        runs on (W4: the lead pushes members' asks under its own limits, P3's key naming the
+        member); None is this gateway's own machine."""
         try:
-            await self._ask_raised(agent, ask, pane, from_snapshot)
+            await self._ask_raised(agent, ask, pane, from_snapshot, machine)
         except Exception:
             log.exception("push for an ask of %s failed", agent)
 
-    async def _ask_raised(self, agent: str, ask: Ask, pane: str | None, quiet: bool) -> None:
+    async def _ask_raised(
+        self, agent: str, ask: Ask, pane: str | None, quiet: bool, member: str | None = None
+    ) -> None:
         key = once_key(
-            self.machine, agent, tool_call=ask.tool.call_id if ask.tool else None, ask=ask.id
+            member or self.machine,
+            agent,
+            tool_call=ask.tool.call_id if ask.tool else None,
+            ask=ask.id,
         )
         if key in self._busy:
             # Decided or being sent in this run (e.g. raised, then seen again in a snapshot).
@@ -330,16 +343,27 @@ class Pushing:
         self._busy.add(key)
         dispatched = False
         try:
-            dispatched = await self._decide(key, agent, ask, pane, quiet)
+            dispatched = await self._decide(key, agent, ask, pane, quiet, member)
         finally:
             if not dispatched:
                 self._busy.discard(key)
 
-    async def _decide(self, key: str, agent: str, ask: Ask, pane: str | None, quiet: bool) -> bool:
+    async def _decide(
+        self,
+        key: str,
+        agent: str,
+        ask: Ask,
+        pane: str | None,
+        quiet: bool,
+        member: str | None = None,
+    ) -> bool:
         """Push the ask unless it was pushed, or it is decided not to (a lasting reason,
         stored and logged); whether a push was dispatched (``key`` is then released once
         every delivery is reported)."""
         now = self.gw.settings.clock()
+        machine = member or self.machine
+        # A member's chat on a lead's phone is the screen ``chat:<machine>/<agent>:<id>``.
+        shown_as = agent if member is None else f"{member}/{agent}"
 
         def read(
             conn: sqlite3.Connection,
@@ -368,11 +392,11 @@ class Pushing:
             return False
         owed = state == OWED  # decided in an earlier run (or try), not delivered everywhere
         self._owed.discard(key)  # set again below if it stays owed
-        if not owed:
-            # Webhooks (S6) go once, with the first decision.
+        if not owed and member is None:
+            # Webhooks (S6) go once, with the first decision; a member sends its own.
             for hook in self.targets.webhooks:
                 self._spawn_hook(hook, key, agent, ask)
-        if self.showing(agent, ask.conversation):
+        if self.showing(shown_as, ask.conversation):
             why = "a phone is showing this chat"
             await self._log(agent, ask, None, "suppressed", why, also=_settle(key, now, why))
             return False
@@ -389,12 +413,10 @@ class Pushing:
             if not await self.gw.store.run(lambda conn: _finish(conn, key)):
                 self._owed.add(key)
             return False
-        pane_key = f"{self.machine}/{agent}/{ask.conversation}"
+        pane_key = f"{machine}/{agent}/{ask.conversation}"
         # A push owed from before counts again: the limits hold in every window (P1), at
         # the cost of one slot for a push cut short.
-        decision = self.limiter.decide(
-            pane_key, f"{self.machine}/{agent}", self.machine, now.timestamp()
-        )
+        decision = self.limiter.decide(pane_key, f"{machine}/{agent}", machine, now.timestamp())
         if isinstance(decision, Quiet):
             held = _settle(key, now, f"rate limited ({decision.reason.value})")
             await self._log(agent, ask, None, "rate_limited", decision.reason.value, also=held)
@@ -421,13 +443,13 @@ class Pushing:
         note: Notification
         if isinstance(decision, Summary):
             note = ManyAsksNotification(
-                machine=self.machine, agent=agent, host=decision.host, push_id=key
+                machine=machine, agent=agent, host=decision.host, push_id=key
             )
         else:
             # Masked before it is cut (X1): a token cut in half is no longer recognised.
             pane_name = clean(pane or agent, TITLE_LIMIT, redact=self.gw.redact).text
             note = AskNotification(
-                machine=self.machine,
+                machine=machine,
                 agent=agent,
                 conversation=ask.conversation,
                 ask=ask.id,
@@ -480,11 +502,15 @@ class Pushing:
         if await self.gw.store.run(write):
             self._owed.discard(key)
 
-    async def ask_resolved(self, agent: str, ask: Ask) -> None:
+    async def ask_resolved(self, agent: str, ask: Ask, *, machine: str | None = None) -> None:
         """The ask was answered, expired or withdrawn: a push still owed for it is not sent
-        in any later run (a lasting reason, logged). Never raises."""
+        in any later run (a lasting reason, logged). Never raises. ``machine``: as
+        :meth:`ask_raised`."""
         key = once_key(
-            self.machine, agent, tool_call=ask.tool.call_id if ask.tool else None, ask=ask.id
+            machine or self.machine,
+            agent,
+            tool_call=ask.tool.call_id if ask.tool else None,
+            ask=ask.id,
         )
         if key not in self._owed:
             return  # nothing owed for it in this run: no write on the answer path

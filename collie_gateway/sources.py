@@ -1,4 +1,5 @@
-"""``sources.json``: the durable agents a gateway connects to, in dashboard order.
+"""``sources.json``: the durable agents a gateway connects to, in dashboard order, and the
+member machines of its crew (W1–W4).
 
 Loading never half-succeeds: any problem is one ``SourcesError`` naming the file, the entry
 and what is wrong, and the gateway does not start.
@@ -10,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,8 +20,11 @@ from collie_gateway.supervisor import BridgeCommand
 
 _ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp"})
 AGENTS_DIR = Path("~/.collie/agents")  # where a bridge's socket and state go by default
-_TOP_KEYS = frozenset({"durable_agents"})
+_TOP_KEYS = frozenset({"durable_agents", "crew"})
+_MEMBER_KEYS = frozenset({"name", "url", "token_env"})
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})  # spec D4, literally
+# Where a member's token may travel over plain http:// (it never leaves the machine).
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +51,37 @@ class Source:
         return str(self.socket) if self.socket is not None else str(self.url)
 
 
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A member machine of the crew: another gateway, read through its own phone API.
+
+    The token is sent to this member only; it is kept out of ``repr`` (and so out of logs).
+    """
+
+    name: str
+    url: str
+    token: str | None = field(default=None, repr=False)
+
+
 def load_sources(path: Path, environ: Mapping[str, str] | None = None) -> list[Source]:
     """Read and check ``path``.
 
     Raises:
         SourcesError: the file is unreadable, not JSON, or any entry is wrong.
     """
-    env = os.environ if environ is None else environ
+    return parse_sources(_read(path), str(path), os.environ if environ is None else environ)
+
+
+def load_crew(path: Path, environ: Mapping[str, str] | None = None) -> list[Member]:
+    """The ``crew`` list of ``path``, in the order the lead's dashboard shows it.
+
+    Raises:
+        SourcesError: as :func:`load_sources`, or a member entry is wrong.
+    """
+    return parse_crew(_read(path), str(path), os.environ if environ is None else environ)
+
+
+def _read(path: Path) -> object:
     try:
         raw = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -66,7 +94,7 @@ def load_sources(path: Path, environ: Mapping[str, str] | None = None) -> list[S
         raise SourcesError(
             f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
-    return parse_sources(data, str(path), env)
+    return data
 
 
 def parse_sources(data: object, where: str, env: Mapping[str, str]) -> list[Source]:
@@ -75,11 +103,8 @@ def parse_sources(data: object, where: str, env: Mapping[str, str]) -> list[Sour
     Raises:
         SourcesError: as :func:`load_sources`.
     """
-    if not isinstance(data, dict):
-        raise SourcesError(f'{where}: expected a JSON object with "durable_agents"')
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: durable_agents)")
+    _check_top(data, where)
+    assert isinstance(data, dict)
     entries = data.get("durable_agents", [])
     if not isinstance(entries, list):
         raise SourcesError(f'{where}: "durable_agents" must be a list')
@@ -96,14 +121,81 @@ def parse_sources(data: object, where: str, env: Mapping[str, str]) -> list[Sour
     return sources
 
 
-def _entry(entry: object, where: str, env: Mapping[str, str]) -> Source:
+def _check_top(data: object, where: str) -> None:
+    if not isinstance(data, dict):
+        raise SourcesError(f'{where}: expected a JSON object with "durable_agents"')
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: durable_agents, crew)")
+
+
+def parse_crew(data: object, where: str, env: Mapping[str, str]) -> list[Member]:
+    """Check the ``crew`` list of already-parsed JSON; ``where`` names the file in errors.
+
+    Raises:
+        SourcesError: as :func:`load_crew`.
+    """
+    _check_top(data, where)
+    assert isinstance(data, dict)
+    entries = data.get("crew", [])
+    if not isinstance(entries, list):
+        raise SourcesError(f'{where}: "crew" must be a list')
+    members: list[Member] = []
+    for index, entry in enumerate(entries, start=1):
+        member = _member(entry, f"{where}: crew member {index}", env)
+        if any(m.name == member.name for m in members):
+            raise SourcesError(
+                f"{where}: crew member {index} ({member.name!r}): duplicate name {member.name!r}"
+            )
+        members.append(member)
+    return members
+
+
+def _member(entry: object, where: str, env: Mapping[str, str]) -> Member:
     if not isinstance(entry, dict):
         raise SourcesError(f"{where}: expected an object")
+    name = _name(entry, where)
+    where = f"{where} ({name!r})"
+    unknown = sorted(set(entry) - _MEMBER_KEYS)
+    if unknown:
+        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: name, url, token_env)")
+    url = entry.get("url")
+    if not isinstance(url, str):
+        raise SourcesError(f'{where}: "url" is required: the member gateway\'s address')
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SourcesError(f"{where}: url {url!r} must be http:// or https:// with a host")
+    if parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
+        # The member's token (and the person's answers) would cross the network in clear.
+        raise SourcesError(f"{where}: url {url!r} must be https:// off loopback")
+    return Member(name=name, url=url.rstrip("/"), token=_token(entry, where, env))
+
+
+def _name(entry: dict[str, object], where: str) -> str:
     name = entry.get("name")
     if not isinstance(name, str) or not name.strip():
         raise SourcesError(f'{where}: "name" is required and must be a non-empty string')
     if len(name) > 100 or "/" in name:
         raise SourcesError(f"{where} ({name!r}): a name has at most 100 characters and no '/'")
+    return name
+
+
+def _token(entry: dict[str, object], where: str, env: Mapping[str, str]) -> str | None:
+    token_env = entry.get("token_env")
+    if token_env is None:
+        return None
+    if not isinstance(token_env, str) or not token_env:
+        raise SourcesError(f'{where}: "token_env" must be the name of a variable')
+    token = env.get(token_env)
+    if not token:
+        raise SourcesError(f"{where}: the token variable {token_env} is not set or empty")
+    return token
+
+
+def _entry(entry: object, where: str, env: Mapping[str, str]) -> Source:
+    if not isinstance(entry, dict):
+        raise SourcesError(f"{where}: expected an object")
+    name = _name(entry, where)
     where = f"{where} ({name!r})"
     unknown = sorted(set(entry) - _ENTRY_KEYS)
     if unknown:
@@ -121,14 +213,7 @@ def _entry(entry: object, where: str, env: Mapping[str, str]) -> Source:
     socket, url = entry.get("socket"), entry.get("url")
     if (socket is None) == (url is None):
         raise SourcesError(f'{where}: give exactly one of "socket" or "url", not both or neither')
-    token: str | None = None
-    token_env = entry.get("token_env")
-    if token_env is not None:
-        if not isinstance(token_env, str) or not token_env:
-            raise SourcesError(f'{where}: "token_env" must be the name of a variable')
-        token = env.get(token_env)
-        if not token:
-            raise SourcesError(f"{where}: the token variable {token_env} is not set or empty")
+    token = _token(entry, where, env)
     if socket is not None:
         if not isinstance(socket, str) or not socket:
             raise SourcesError(f'{where}: "socket" must be a path')

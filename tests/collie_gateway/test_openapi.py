@@ -35,6 +35,9 @@ EVENT_TYPES = (
     "chat.changed",
     "answer.settled",
     "push.logged",
+    "ask.raised",
+    "ask.resolved",
+    "crew.section",
     "stream",
     "reset",
 )
