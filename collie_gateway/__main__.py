@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import json
 import logging
@@ -118,6 +119,36 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
     return build
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse, before anything starts or is printed, what cannot work: a port out of range, a
+    Unix socket in a folder that does not exist, a port another process holds.
+
+    Raises:
+        ConfigError: one sentence naming the option and the value.
+    """
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port} is not a port (0 to 65535)")
+    if args.unix is not None:
+        folder = args.unix.expanduser().absolute().parent
+        if not folder.is_dir():
+            raise ConfigError(f"--unix {args.unix}: the folder {folder} does not exist")
+        return
+    if args.port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as probe:
+        # The same option aiohttp binds with: a port left in TIME_WAIT is not "in use".
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((args.host, args.port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(
+                    f"port {args.port} on {args.host} is in use by another program "
+                    "(another collie-gateway?): stop it, or choose another with --port"
+                ) from None
+            raise ConfigError(f"--host {args.host} --port {args.port}: {exc.strerror}") from None
+
+
 def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
     catalogue = Catalogue.from_file(args.strings) if args.strings else Catalogue()
     redact = redactor_from_env(os.environ).enabled
@@ -150,10 +181,11 @@ def _serve(settings: Settings) -> int:
         # Created 0600 from the start: no moment when another user could connect.
         os.umask(0o177)
         settings.unix_path.unlink(missing_ok=True)
-        print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}")
+        print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}", flush=True)
         web.run_app(app, path=str(settings.unix_path), print=None, handle_signals=True)
         return EXIT_OK
-    print(f"collie-gateway: phone API on http://{settings.host}:{settings.port}/api/v1/dashboard")
+    url = f"http://{settings.host}:{settings.port}/api/v1/dashboard"
+    print(f"collie-gateway: phone API on {url}", flush=True)
     web.run_app(app, host=settings.host, port=settings.port, print=None, handle_signals=True)
     return EXIT_OK
 
@@ -165,6 +197,9 @@ def _free_port() -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    check_args(args)
+    if args.strings:
+        Catalogue.from_file(args.strings)  # a bad file stops the demo before any agent starts
     state = args.state_dir or Path(tempfile.mkdtemp(prefix="collie-demo-"))
     state.mkdir(parents=True, exist_ok=True)
     pi_port = _free_port()
@@ -196,10 +231,15 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args, sources_path)
         base = f"http://{settings.host}:{settings.port}"
-        print(f"collie-gateway demo: agents and files in {state}")
-        print(f"  dashboard:  curl {base}/api/v1/dashboard")
-        print(f"  live:       curl -N {base}/api/v1/events")
-        print(f"  an agent:   curl --unix-socket {state / 'desk.sock'} http://agent/hello")
+        where = [
+            f"collie-gateway demo: agents and files in {state}",
+            f"  dashboard:  curl {base}/api/v1/dashboard",
+            f"  live:       curl -N {base}/api/v1/events",
+            f"  an agent:   curl --unix-socket {state / 'desk.sock'} http://agent/hello",
+            "  new asks:   desk's starter \"Ask me something\" raises one of each kind",
+        ]
+        # flush: the lines show at once also when the output goes to a file or a pipe
+        print("\n".join(where), flush=True)
         time.sleep(0.3)
         return _serve(settings)
     finally:
@@ -222,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if args.command == "serve":
+            check_args(args)
             return _serve(_settings(args, args.sources))
         return _demo(args)
     except (GatewayError, ValueError) as exc:

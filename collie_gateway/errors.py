@@ -5,7 +5,8 @@ GatewayError
 ├── ConfigError        a setting is wrong (e.g. a public address without a token)
 ├── AgentUnreachable   the agent did not answer, or the transfer failed
 ├── AgentRejected      the agent answered with an error, or was refused (wire version)
-└── AnswerConflict     the same request id came with a different answer
+├── AnswerConflict     the same request id came with a different answer
+└── BadCursor          the agent refused a "Load more" cursor (400)
 """
 
 from __future__ import annotations
@@ -43,3 +44,7 @@ class AgentRejected(GatewayError):
 
 class AnswerConflict(GatewayError):
     """The same request id came with a different answer; nothing was applied."""
+
+
+class BadCursor(GatewayError):
+    """The agent answered 400 to a closed-list read with a cursor: the cursor is not valid."""

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from collie_gateway.answers import Record
 from collie_gateway.app import GATEWAY, SETTINGS, json_error
-from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.errors import AgentRejected, AgentUnreachable, BadCursor
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
 from collie_gateway.openapi import openapi_document
@@ -255,7 +255,14 @@ async def closed_page(request: web.Request) -> web.Response:
     cursor = request.query.get("cursor", "")
     if not cursor:
         return json_error(400, "bad_request", "cursor is required")
-    return encoded(await request.app[GATEWAY].chats.closed_page(agent, cursor))
+    try:
+        return encoded(await request.app[GATEWAY].chats.closed_page(agent, cursor))
+    except BadCursor:
+        return json_error(
+            400,
+            "bad_cursor",
+            "the cursor is not valid: take it from the load_more href of a list read now",
+        )
 
 
 async def chat(request: web.Request) -> web.Response:
@@ -290,11 +297,16 @@ def _command_answer(result: CommandResult | None, cat: Catalogue, error: str | N
     }
 
 
-async def _run_command(request: web.Request, agent: str, path: str, body: object) -> web.Response:
+async def _run_command(
+    request: web.Request, agent: str, path: str, body: object, *, not_found: str | None = None
+) -> web.Response:
+    """Send a command; ``not_found`` is the message for that outcome (else the agent's word)."""
     gw = request.app[GATEWAY]
     cat = request.app[SETTINGS].catalogue
     try:
         result = await gw.command(agent, path, body)
+        if result.outcome == "not_found" and not_found is not None:
+            result = msgspec.structs.replace(result, reason=not_found)
     except AgentUnreachable as exc:
         return encoded(_command_answer(None, cat, str(exc)))
     except AgentRejected as exc:
@@ -424,7 +436,10 @@ async def start_conversation(request: web.Request) -> web.Response:
     agent = agent_of(request)
     body = await body_of(request, PhoneStart)
     wire_body = StartConversation(request_id=body.request_id, starter=body.starter)
-    return await _run_command(request, agent, "/conversations", wire_body)
+    missing = request.app[SETTINGS].catalogue.fmt(
+        "no_starter", starter=clean(body.starter, LABEL_LIMIT).text
+    )
+    return await _run_command(request, agent, "/conversations", wire_body, not_found=missing)
 
 
 # --- answers (A, T, R) -----------------------------------------------------------------------

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -151,7 +152,9 @@ class Store:
         return self._db
 
     async def open(self) -> None:
-        """Open (or create) the file, WAL, and read where the event log stands."""
+        """Open (or create, mode 0600) the file, WAL, and read where the event log stands."""
+        # SQLite gives the -wal and -shm files the mode of the database file.
+        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
         db = await aiosqlite.connect(self.path, isolation_level=None)
         try:
             await db.execute("PRAGMA journal_mode=WAL")
