@@ -5,23 +5,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from typing import Annotated, TypeVar
+from datetime import UTC, datetime
+from functools import cache
+from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
 import msgspec
 from aiohttp import web
 
 from collie_gateway.answers import Record
+from collie_gateway.api import (
+    EVENTS,
+    AgentHome,
+    AnswerView,
+    ClosedPage,
+    CommandAnswer,
+    DeviceList,
+    DeviceRegistered,
+    DeviceRow,
+    Error,
+    Health,
+    MessageAnswer,
+    NewPage,
+    NewStarter,
+    Ok,
+    OpenApi,
+    PushLog,
+    PushRow,
+    Removed,
+)
 from collie_gateway.app import GATEWAY, SETTINGS, json_error
 from collie_gateway.errors import AgentRejected, AgentUnreachable, BadCursor
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
-from collie_gateway.openapi import openapi_document
+from collie_gateway.openapi import Param, Route, flag_param, openapi_document
 from collie_gateway.phonebus import PhoneEvent
 from collie_gateway.pushing import DeviceError, DeviceIn, PresenceIn
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.cards import CardState, TapOutcome, outcome_line
-from collie_gateway.views.chat import LineState, MyLine
+from collie_gateway.views.chat import Chat, LineState, MyLine
+from collie_gateway.views.dashboard import Dashboard
+from collie_gateway.views.listing import ConversationList
 from collie_gateway.views.text import LABEL_LIMIT, TITLE_LIMIT, clean
 from wire.errors import RemoteWireError
 from wire.messages import (
@@ -70,10 +94,10 @@ def flag(request: web.Request, name: str) -> bool:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """Liveness, and how many agents are ready."""
+    """Liveness, and how many agents are ready (no token needed)."""
     gw = request.app[GATEWAY]
     ready = sum(1 for m in gw.mirrors.values() if m.state is LinkState.READY)
-    return encoded({"ok": True, "agents": len(gw.mirrors), "ready": ready})
+    return encoded(Health(ok=True, agents=len(gw.mirrors), ready=ready))
 
 
 async def dashboard(request: web.Request) -> web.Response:
@@ -95,20 +119,31 @@ async def agent_home(request: web.Request) -> web.Response:
         warning = cat.fmt("version_mismatch", theirs=mirror.wire, ours=WIRE_VERSION)
     hello = mirror.hello
     return encoded(
-        {
-            "agent": name,
-            "state": mirror.state.value,
-            "reason": mirror.reason or None,
-            "runtime": hello.runtime if hello else None,
-            "features": list(hello.features) if hello else [],
-            "warning": warning,
-            "conversations": f"/api/v1/agents/{name}/conversations",
-        }
+        AgentHome(
+            agent=name,
+            state=mirror.state,
+            reason=mirror.reason or None,
+            runtime=hello.runtime if hello else None,
+            features=list(hello.features) if hello else [],
+            warning=warning,
+            conversations=f"/api/v1/agents/{quote(name, safe='')}/conversations",
+        )
     )
 
 
 async def events(request: web.Request) -> web.StreamResponse:
-    """The phone's live stream (server-sent events), resumable with ``Last-Event-ID``."""
+    """The phone's live stream (server-sent events), resumable with `Last-Event-ID`.
+
+    Each event is `id: <boot>-<seq>`, `event: <type>` and one `data:` line of JSON; a
+    `: ping` comment comes every 15 s of silence. The first event, `stream`, has no id.
+
+    To miss nothing, read a screen first and open the stream with `Last-Event-ID` set to the
+    screen's `event_id` (or any id the phone saw last): the events after it are replayed, then
+    live ones follow. When they cannot be replayed (the gateway restarted, or the id is older
+    than the last 10,000 events), the stream starts with `reset`: read the screens again. A
+    phone that falls too far behind gets `reset` and the stream ends. Without an id nothing is
+    replayed.
+    """
     gw = request.app[GATEWAY]
     last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
     screen = request.query.get("screen") or None
@@ -168,15 +203,31 @@ def _frame(event: PhoneEvent) -> bytes:
 
 
 async def openapi(request: web.Request) -> web.Response:
-    """The phone API's OpenAPI 3.1 document."""
-    return encoded(openapi_document())
+    """This document (OpenAPI 3.1), generated from the route table."""
+    return web.Response(body=_openapi_body(), content_type="application/json")
+
+
+@cache
+def _openapi_body() -> bytes:
+    return _encoder.encode(document())
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI document of :data:`ROUTES`."""
+    return openapi_document(ROUTES, Error)
 
 
 # --- bodies the phone sends -----------------------------------------------------------------
 
 
 class PhoneAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """An answer to an ask: the request id, the ask version shown, the answer."""
+    """An answer to an ask: the request id, the ask version shown, the answer.
+
+    Attributes:
+        request_id: Made once per tap; a retry sends the same one (T1).
+        version: The card's `version`: an answer to an older version is refused `changed`.
+        answer: The answer, by ask kind.
+    """
 
     request_id: Id
     version: int
@@ -184,7 +235,14 @@ class PhoneAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class PhoneMessage(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A message or a steer (C4, B1)."""
+    """A message or a steer (C4, B1).
+
+    Attributes:
+        request_id: Made once per message; a retry sends the same one.
+        text: The message.
+        steer: Send into the running turn (B1) rather than as a new message.
+        turn: With `steer`: the newest turn the phone saw (B3).
+    """
 
     request_id: Id
     text: Annotated[str, msgspec.Meta(min_length=1, max_length=100_000)]
@@ -193,20 +251,34 @@ class PhoneMessage(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class PhoneTurn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Stop or a button: the newest turn the phone saw (B3)."""
+    """Stop or a button: the newest turn the phone saw (B3).
+
+    Attributes:
+        request_id: Made once per tap; a retry sends the same one.
+        turn: The newest turn the phone saw (the bar's `turn`, B3).
+    """
 
     request_id: Id
     turn: int
 
 
 class PhonePlain(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Close or reopen."""
+    """Close or reopen.
+
+    Attributes:
+        request_id: Made once per tap; a retry sends the same one.
+    """
 
     request_id: Id
 
 
 class PhoneStart(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A new conversation from a starter (N2)."""
+    """A new conversation from a starter (N2).
+
+    Attributes:
+        request_id: Made once per tap; a retry sends the same one (and gets the same conversation).
+        starter: The starter's id from the New page.
+    """
 
     request_id: Id
     starter: Id
@@ -286,15 +358,15 @@ async def chat(request: web.Request) -> web.Response:
     return encoded(view)
 
 
-def _command_answer(result: CommandResult | None, cat: Catalogue, error: str | None) -> object:
+def _command_answer(
+    result: CommandResult | None, cat: Catalogue, error: str | None
+) -> CommandAnswer:
     if result is None:
-        return {"outcome": "uncertain", "message": error}
+        return CommandAnswer(outcome="uncertain", message=error)
     message = cat["moved_on"] if result.outcome == "moved_on" else result.reason
-    return {
-        "outcome": result.outcome,
-        "message": message,
-        "conversation_id": result.conversation_id,
-    }
+    return CommandAnswer(
+        outcome=result.outcome, message=message, conversation_id=result.conversation_id
+    )
 
 
 async def _run_command(
@@ -356,13 +428,13 @@ async def send_message(request: web.Request) -> web.Response:
         LineState.NOT_SENT: cat["chat_not_sent"],
     }
     return encoded(
-        {
-            "outcome": outcome,
-            "line_state": state.value,
-            "label": labels.get(state),
-            "message": message,
-            "composer_text": body.text if state is LineState.NOT_SENT else None,
-        }
+        MessageAnswer(
+            outcome=outcome,
+            line_state=state,
+            label=labels.get(state),
+            message=message,
+            composer_text=body.text if state is LineState.NOT_SENT else None,
+        )
     )
 
 
@@ -414,20 +486,20 @@ async def new_page(request: web.Request) -> web.Response:
         except (AgentUnreachable, AgentRejected, RemoteWireError):
             error = cat["footer_no_answer"]
     rows = [
-        {
-            "id": s.id,
-            "label": clean(s.label, LABEL_LIMIT).text,
-            "description": clean(s.description, TITLE_LIMIT).text if s.description else None,
-        }
+        NewStarter(
+            id=s.id,
+            label=clean(s.label, LABEL_LIMIT).text,
+            description=clean(s.description, TITLE_LIMIT).text if s.description else None,
+        )
         for s in starters
     ]
     return encoded(
-        {
-            "title": cat["new_title"],
-            "starters": rows,
-            "empty": cat["no_starters"] if not rows and error is None else None,
-            "error": error,
-        }
+        NewPage(
+            title=cat["new_title"],
+            starters=rows,
+            empty=cat["no_starters"] if not rows and error is None else None,
+            error=error,
+        )
     )
 
 
@@ -474,16 +546,16 @@ def _answer_view(
     outcome: TapOutcome,
     reason: str | None,
     record: Record | None,
-) -> dict[str, object]:
+) -> AnswerView:
     retry = record is not None and record.attempts > 1
     state = CardState(outcome=outcome, request_id=request_id, retry=retry, reason=reason)
     line = outcome_line(state, request.app[SETTINGS].catalogue)
-    return {
-        "request_id": request_id,
-        "outcome": outcome.value,
-        "settled": record.settled if record is not None else True,
-        "card": line,
-    }
+    return AnswerView(
+        request_id=request_id,
+        outcome=outcome,
+        settled=record.settled if record is not None else True,
+        card=line,
+    )
 
 
 # --- push (P1–P3): devices, presence, the delivery log ---------------------------------------
@@ -496,32 +568,32 @@ async def register_device(request: web.Request) -> web.Response:
         device_id = await request.app[GATEWAY].pushing.register(body)
     except DeviceError as exc:
         return json_error(400, "bad_request", str(exc))
-    return encoded({"device_id": device_id})
+    return encoded(DeviceRegistered(device_id=device_id))
 
 
 async def remove_device(request: web.Request) -> web.Response:
     """Forget a device."""
     if not await request.app[GATEWAY].pushing.remove(request.match_info["device"]):
         return json_error(404, "not_found", "no such device")
-    return encoded({"removed": True})
+    return encoded(Removed(removed=True))
 
 
 async def list_devices(request: web.Request) -> web.Response:
     """Registered devices (never their tokens or keys)."""
     devices = await request.app[GATEWAY].pushing.devices()
     return encoded(
-        {
-            "devices": [
-                {
-                    "device_id": d.id,
-                    "provider": d.provider.value,
-                    "environment": d.environment.value,
-                    "private": d.key is not None,
-                    "registered_at": d.registered_at,
-                }
+        DeviceList(
+            devices=[
+                DeviceRow(
+                    device_id=d.id,
+                    provider=d.provider.value,
+                    environment=d.environment.value,
+                    private=d.key is not None,
+                    registered_at=datetime.fromtimestamp(d.registered_at, UTC),
+                )
                 for d in devices
             ]
-        }
+        )
     )
 
 
@@ -531,7 +603,7 @@ async def presence(request: web.Request) -> web.Response:
     body = await body_of(request, PresenceIn)
     if not request.app[GATEWAY].pushing.confirm(body):
         return json_error(404, "not_found", "no open stream with that id")
-    return encoded({"ok": True})
+    return encoded(Ok(ok=True))
 
 
 async def push_log(request: web.Request) -> web.Response:
@@ -540,32 +612,144 @@ async def push_log(request: web.Request) -> web.Response:
         limit = min(max(int(request.query.get("limit", "100")), 1), 1000)
     except ValueError:
         return json_error(400, "bad_request", "limit must be a whole number")
-    return encoded({"pushes": await request.app[GATEWAY].pushing.recent(limit)})
+    rows = await request.app[GATEWAY].pushing.recent(limit)
+    return encoded(PushLog(pushes=msgspec.convert(rows, list[PushRow])))
+
+
+_NO_CONVERSATION = {404: "No durable agent of that name, or no such conversation"}
+_BASE = "/api/v1/agents/{agent}/conversations/{conversation}"
+
+# The phone API: every route, and all the OpenAPI document says of it.
+ROUTES: list[Route] = [
+    Route("GET", "/healthz", healthz, Health, public=True),
+    Route("GET", "/openapi.json", openapi, OpenApi),
+    Route(
+        "GET",
+        "/api/v1/dashboard",
+        dashboard,
+        Dashboard,
+        params=(flag_param("pending_only", "List only agents waiting for the person (D9)"),),
+    ),
+    Route(
+        "GET",
+        "/api/v1/events",
+        events,
+        None,
+        media="text/event-stream",
+        params=(
+            Param("Last-Event-ID", "The last event id the phone saw", where="header"),
+            Param("last_event_id", "As Last-Event-ID, which wins when both are given"),
+            Param(
+                "screen",
+                "What the phone shows, e.g. `chat:desk:c1`: no push for that chat while the "
+                "stream is open and its presence fresh (see `POST /api/v1/presence`)",
+            ),
+        ),
+        events=EVENTS,
+    ),
+    Route("GET", "/api/v1/agents/{agent}", agent_home, AgentHome),
+    Route(
+        "GET",
+        "/api/v1/agents/{agent}/conversations",
+        conversation_list,
+        ConversationList,
+        params=(flag_param("poll", "Only what the gateway holds: never read from the agent (L5)"),),
+    ),
+    Route(
+        "POST",
+        "/api/v1/agents/{agent}/conversations",
+        start_conversation,
+        CommandAnswer,
+        body=PhoneStart,
+    ),
+    Route(
+        "GET",
+        "/api/v1/agents/{agent}/closed",
+        closed_page,
+        ClosedPage,
+        params=(
+            Param(
+                "cursor",
+                "From the footer's `load_more` href",
+                {"type": "string", "minLength": 1},
+                required=True,
+            ),
+        ),
+        errors={400: "No cursor (`bad_request`), or the agent does not take it (`bad_cursor`)"},
+    ),
+    Route(
+        "GET",
+        _BASE,
+        chat,
+        Chat,
+        params=(flag_param("all_cards", "Show every card, not the first 5 (A8)"),),
+        errors={
+            **_NO_CONVERSATION,
+            502: "The agent refused the read, or its answer was not wire v1",
+            504: "The agent did not answer",
+        },
+    ),
+    Route("POST", _BASE + "/messages", send_message, MessageAnswer, body=PhoneMessage),
+    Route("POST", _BASE + "/stop", stop, CommandAnswer, body=PhoneTurn),
+    Route("POST", _BASE + "/buttons/{button}", button, CommandAnswer, body=PhoneTurn),
+    Route("POST", _BASE + "/close", close_conversation, CommandAnswer, body=PhonePlain),
+    Route("POST", _BASE + "/reopen", reopen_conversation, CommandAnswer, body=PhonePlain),
+    Route("GET", "/api/v1/agents/{agent}/new", new_page, NewPage),
+    Route(
+        "POST",
+        "/api/v1/agents/{agent}/asks/{ask}/answer",
+        answer_ask,
+        AnswerView,
+        body=PhoneAnswer,
+    ),
+    Route(
+        "GET",
+        "/api/v1/answers/{request_id}",
+        answer_status,
+        AnswerView,
+        errors={404: "No answer with that request id"},
+    ),
+    Route(
+        "POST",
+        "/api/v1/devices",
+        register_device,
+        DeviceRegistered,
+        body=DeviceIn,
+    ),
+    Route("GET", "/api/v1/devices", list_devices, DeviceList),
+    Route(
+        "DELETE",
+        "/api/v1/devices/{device}",
+        remove_device,
+        Removed,
+        errors={404: "No such device"},
+    ),
+    Route(
+        "POST",
+        "/api/v1/presence",
+        presence,
+        Ok,
+        body=PresenceIn,
+        errors={404: "No open stream with that id"},
+    ),
+    Route(
+        "GET",
+        "/api/v1/pushes",
+        push_log,
+        PushLog,
+        params=(
+            Param(
+                "limit",
+                "How many entries, newest first (1–1000; out of range is clamped)",
+                {"type": "integer", "default": 100},
+            ),
+        ),
+        errors={400: "limit is not a whole number"},
+    ),
+]
 
 
 def add_routes(app: web.Application) -> None:
-    """Register every route of the phone API."""
-    r = app.router
-    r.add_get("/healthz", healthz)
-    r.add_get("/openapi.json", openapi)
-    r.add_get("/api/v1/dashboard", dashboard)
-    r.add_get("/api/v1/events", events)
-    r.add_get("/api/v1/agents/{agent}", agent_home)
-    r.add_get("/api/v1/agents/{agent}/conversations", conversation_list)
-    r.add_post("/api/v1/agents/{agent}/conversations", start_conversation)
-    r.add_get("/api/v1/agents/{agent}/closed", closed_page)
-    r.add_get("/api/v1/agents/{agent}/conversations/{conversation}", chat)
-    base = "/api/v1/agents/{agent}/conversations/{conversation}"
-    r.add_post(base + "/messages", send_message)
-    r.add_post(base + "/stop", stop)
-    r.add_post(base + "/buttons/{button}", button)
-    r.add_post(base + "/close", close_conversation)
-    r.add_post(base + "/reopen", reopen_conversation)
-    r.add_get("/api/v1/agents/{agent}/new", new_page)
-    r.add_post("/api/v1/agents/{agent}/asks/{ask}/answer", answer_ask)
-    r.add_get("/api/v1/answers/{request_id}", answer_status)
-    r.add_post("/api/v1/devices", register_device)
-    r.add_get("/api/v1/devices", list_devices)
-    r.add_delete("/api/v1/devices/{device}", remove_device)
-    r.add_post("/api/v1/presence", presence)
-    r.add_get("/api/v1/pushes", push_log)
+    """Register every route of :data:`ROUTES`."""
+    for route in ROUTES:
+        app.router.add_route(route.method, route.path, route.handler)

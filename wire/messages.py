@@ -158,7 +158,23 @@ class Ask(Base, frozen=True, kw_only=True):
 class Item(Base, frozen=True, kw_only=True):
     """One item of a conversation. Fields beyond ``id``/``kind``/``text`` apply per kind:
     ``request_id`` (user), ``language`` (code), ``url``/``label`` (link),
-    ``call_id``/``name``/``status``/``output`` (tool)."""
+    ``call_id``/``name``/``status``/``output`` (tool).
+
+    Attributes:
+        id: The item's id, unique in its conversation.
+        kind: `user`, `reply`, `thinking`, `tool`, `code`, `markdown`, `link` or `notice`.
+        text: Its text.
+        final: False while it grows by deltas.
+        at: When it was written; null while not final.
+        request_id: A `user` item: the request id of the message it echoes (C5).
+        language: A `code` item: its language.
+        url: A `link` item: its URL.
+        label: A `link` item: its words.
+        call_id: A `tool` item: the tool call's id.
+        name: A `tool` item: the tool's name.
+        status: A `tool` item: `running`, `done` or `failed`.
+        output: A `tool` item: its output.
+    """
 
     id: Id
     kind: Label
@@ -315,7 +331,16 @@ AgentEvent = (
 class Answer(Base, frozen=True, kw_only=True):
     """The person's answer, by ask kind: ``option`` (permission, choice), ``options`` (choice
     with ``multiple``), ``text`` (text), ``fields`` (form). ``confirmed`` must be true for an
-    answer whose option has the role ``always`` (spec A5)."""
+    answer whose option has the role ``always`` (spec A5).
+
+    Attributes:
+        option: The option picked (permission, choice).
+        options: The options picked (choice with `multiple`).
+        text: The text (text ask).
+        fields: The form's values by field id: text or select option id (strings), switch
+            (booleans).
+        confirmed: True with the second tap on an `always` option (A5).
+    """
 
     option: Id | None = None
     options: Annotated[list[Id], Meta(max_length=100)] | None = None
