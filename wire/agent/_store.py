@@ -64,6 +64,11 @@ CREATE TABLE IF NOT EXISTS requests (
     at_us INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS requests_at ON requests (at_us);
+CREATE TABLE IF NOT EXISTS acted (
+    ask TEXT NOT NULL,
+    key TEXT NOT NULL,
+    PRIMARY KEY (ask, key)
+) WITHOUT ROWID;
 """
 
 
