@@ -327,7 +327,7 @@ def build_card(
         version=ask.version,
         kind=clean(ask.kind, LABEL_LIMIT).text,
         tool_call_id=ask.tool.call_id if ask.tool is not None else None,
-        caption=catalogue.fmt("card_caption", agent=clean(agent_name, LABEL_LIMIT).text),
+        caption=catalogue.fmt("card_caption", agent=clean(agent_name, LABEL_LIMIT).text),  # A2
         title=title,
         text=text,
         deadline=deadline,
