@@ -5,6 +5,7 @@ and checks each answer: no 500, the status, content type and body the document g
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import schemathesis
 from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 from schemathesis.checks import (
     content_type_conformance,
@@ -26,6 +28,7 @@ from schemathesis.core.result import Ok
 
 from collie_gateway.app import GATEWAY, create_app
 from collie_gateway.mirror import LinkState
+from collie_gateway.phonebus import PhoneEvent
 from collie_gateway.routes import document
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
@@ -95,6 +98,18 @@ class LiveGateway:
             await asyncio.sleep(0.05)
         raise AssertionError("desk did not get ready")
 
+    def events(self) -> list[PhoneEvent]:
+        """Every event the gateway published so far (its ring holds them all here)."""
+
+        async def read() -> list[PhoneEvent]:
+            assert self._runner is not None
+            bus = self._runner.app[GATEWAY].bus
+            replay = bus.replay_after(f"{bus.boot}-0")
+            assert replay is not None
+            return replay
+
+        return asyncio.run_coroutine_threadsafe(read(), self.loop).result(10)
+
     async def _stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
@@ -152,3 +167,20 @@ def test_every_answer_matches_the_document(live: LiveGateway, operation: Any) ->
     # A cursor cannot be guessed (always 400): every other agent route reaches the agent.
     if "{agent}" in path and not path.endswith("/closed"):
         assert any(200 <= s < 300 for s in statuses), f"{path}: never reached the agent"
+
+
+def test_every_published_event_matches_its_schema(live: LiveGateway) -> None:
+    """The live stream's data, as the fuzzing above (and desk's start) made the gateway
+    publish it, against the document's `x-events` schemas."""
+    doc = document()
+    x_events = next(
+        op["x-events"] for item in doc["paths"].values() for op in item.values() if "x-events" in op
+    )
+    events = live.events()
+    seen = {event.type for event in events}
+    assert {"dashboard.row", "list.row", "chat.changed"} <= seen, seen
+    for event in events:
+        schema = {"components": doc["components"], **x_events[event.type]}
+        data = json.loads(event.data)
+        errors = [e.message for e in Draft202012Validator(schema).iter_errors(data)]
+        assert errors == [], (event.type, errors)
