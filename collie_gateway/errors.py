@@ -6,7 +6,8 @@ GatewayError
 ├── AgentUnreachable   the agent did not answer, or the transfer failed
 ├── AgentRejected      the agent answered with an error, or was refused (wire version)
 ├── AnswerConflict     the same request id came with a different answer
-└── BadCursor          the agent refused a "Load more" cursor (400)
+├── BadCursor          the agent refused a "Load more" cursor (400)
+└── AnswerMisfit       an answer does not fit its ask (wire §8); nothing is sent or recorded
 """
 
 from __future__ import annotations
@@ -48,3 +49,7 @@ class AnswerConflict(GatewayError):
 
 class BadCursor(GatewayError):
     """The agent answered 400 to a closed-list read with a cursor: the cursor is not valid."""
+
+
+class AnswerMisfit(GatewayError):
+    """An answer does not fit its ask (wire §8): the message is the catalogue's reason."""
