@@ -61,17 +61,21 @@ def flag_param(name: str, description: str) -> Param:
 class Route:
     """One route of the phone API: what serves it and what the document says of it.
 
-    ``ok`` is the type of the 200 JSON answer (None with ``media`` other than JSON);
-    ``body`` the request body's type; ``errors`` the error answers beside the ones every
-    route of its kind has (401, 404 under ``{agent}``, 400 with a body or a flag, 413);
-    ``public`` routes need no token; ``events`` documents a stream's event types.
+    ``ok`` is the type of the 200 JSON answer (or a JSON Schema for an answer of no type of
+    ours, or None with ``media`` other than JSON), ``ok_words`` its description (else the
+    type's docstring); ``body`` the request body's type (a tuple: one of those); ``errors``
+    the error answers beside the ones every route of its kind has (401, 404 under
+    ``{agent}``, 400 with a body or a flag, 413); ``public`` routes need no token; ``events``
+    documents a stream's event types. A path parameter may carry aiohttp's regex
+    (``{tail:.+}``); the document shows ``{tail}``.
     """
 
     method: str
     path: str
     handler: Handler
-    ok: type[Any] | None
-    body: type[Any] | None = None
+    ok: type[Any] | Mapping[str, Any] | None
+    body: type[Any] | tuple[type[Any], ...] | None = None
+    ok_words: str = ""
     params: tuple[Param, ...] = ()
     errors: Mapping[int, str] = field(default_factory=dict)
     public: bool = False
@@ -160,7 +164,7 @@ def _operation(route: Route) -> dict[str, Any]:
         op["description"] = description
     if route.public:
         op["security"] = []
-    names = re.findall(r"\{([^{}]+)\}", route.path)
+    names = re.findall(r"\{(\w+)(?::[^{}]+)?\}", route.path)
     params = [
         {
             "name": n,
@@ -192,17 +196,27 @@ def _operation(route: Route) -> dict[str, Any]:
         codes[404] = ERROR_WORDS[404]
     if route.body is not None:
         codes[413] = ERROR_WORDS[413]
+        kinds = route.body if isinstance(route.body, tuple) else (route.body,)
+        schema = (
+            _ref(kinds[0].__name__)
+            if len(kinds) == 1
+            else {"oneOf": [_ref(k.__name__) for k in kinds]}
+        )
         op["requestBody"] = {
             "required": True,
-            "description": field_docs(route.body)[0],
-            "content": {"application/json": {"schema": _ref(route.body.__name__)}},
+            "description": " Or: ".join(field_docs(k)[0] for k in kinds),
+            "content": {"application/json": {"schema": schema}},
         }
     codes.update(route.errors)
-    ok = (
-        _json(_ref(route.ok.__name__), field_docs(route.ok)[0])
-        if route.ok is not None
-        else {"description": route.media, "content": {route.media: {"schema": {"type": "string"}}}}
-    )
+    if route.ok is None:
+        ok = {
+            "description": route.ok_words or route.media,
+            "content": {route.media: {"schema": {"type": "string"}}},
+        }
+    elif isinstance(route.ok, type):
+        ok = _json(_ref(route.ok.__name__), route.ok_words or field_docs(route.ok)[0])
+    else:
+        ok = _json(dict(route.ok), route.ok_words)
     op["responses"] = {
         "200": ok,
         **{str(c): _json(_ref("Error"), codes[c]) for c in sorted(codes)},
@@ -216,8 +230,12 @@ def openapi_document(routes: Iterable[Route], error: type[Any]) -> dict[str, Any
     paths: dict[str, dict[str, Any]] = {}
     types: list[Any] = [error]
     for route in routes:
-        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
-        types += [t for t in (route.ok, route.body) if t is not None]
+        path = re.sub(r"\{(\w+):[^{}]+\}", r"{\1}", route.path)
+        paths.setdefault(path, {})[route.method.lower()] = _operation(route)
+        if isinstance(route.ok, type):
+            types.append(route.ok)
+        if route.body is not None:
+            types += route.body if isinstance(route.body, tuple) else [route.body]
         types += route.events.values()
     structs = _structs(types)
     # A tagged union's base (a card's Body) stands for its kinds: add them all.

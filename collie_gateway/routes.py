@@ -652,8 +652,11 @@ async def list_devices(request: web.Request) -> web.Response:
 
 
 async def presence(request: web.Request) -> web.Response:
-    """The screen a phone's live stream shows now; a phone sends it on each change and at
-    least every 30 s while it shows a chat."""
+    """The screen a phone's live stream shows now (no push for a chat on screen).
+
+    A phone sends it on each change and at least every 30 s while it shows a chat: a screen
+    not confirmed for 45 s is stale and never holds a push back.
+    """
     body = await body_of(request, PresenceIn)
     if not request.app[GATEWAY].pushing.confirm(body):
         return json_error(404, "not_found", "no open stream with that id")

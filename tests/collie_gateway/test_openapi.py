@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 from aiohttp import web
+from openapi_spec_validator import validate
 from pytest_aiohttp import AiohttpClient
 
 import collie_gateway
@@ -359,3 +360,42 @@ def test_every_time_is_an_rfc3339_string() -> None:
     for where, sub in times.items():
         kinds = [(k.get("type"), k.get("format")) for k in sub.get("anyOf", [sub])]
         assert ("string", "date-time") in kinds, where
+
+
+def test_a_route_of_another_module_needs_only_its_entry() -> None:
+    """The generator alone: a regex path parameter, a body of several kinds, an answer with
+    a schema of its own (as a crew member's relayed view)."""
+    from collie_gateway.api import Error
+    from collie_gateway.openapi import Route, openapi_document
+    from collie_gateway.routes import PhonePlain, PhoneTurn
+
+    async def relay(request: object) -> object:
+        """Relay a command to a member.
+
+        The member answers as a local agent would.
+        """
+        return request
+
+    route = Route(
+        "POST",
+        "/api/v1/machines/{device}/{request_id:.+}",
+        relay,
+        {"type": "object"},
+        body=(PhoneTurn, PhonePlain),
+        ok_words="The member's answer",
+    )
+    doc = openapi_document([route], Error)
+    validate(doc)
+    op = doc["paths"]["/api/v1/machines/{device}/{request_id}"]["post"]
+    assert (op["operationId"], op["summary"]) == ("relay", "Relay a command to a member.")
+    assert op["description"] == "The member answers as a local agent would."
+    assert [p["name"] for p in op["parameters"]] == ["device", "request_id"]
+    body = op["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"oneOf": [_ref_of("PhoneTurn"), _ref_of("PhonePlain")]}
+    assert op["responses"]["200"]["content"]["application/json"]["schema"] == {"type": "object"}
+    assert {"400", "401", "413"} <= set(op["responses"])
+    assert {"PhoneTurn", "PhonePlain", "Error"} <= set(doc["components"]["schemas"])
+
+
+def _ref_of(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
