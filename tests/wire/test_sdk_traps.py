@@ -8,6 +8,8 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from fixtures.agents.harness import AgentAddress, short_dir
 from tests.wire.conftest import AgentFactory, Client
 from wire.agent import Agent, AgentRunner, Resolution
@@ -110,3 +112,25 @@ async def test_a_follow_up_and_an_action_happen_once_across_restarts(
     again = await _answered_agent(make_agent, runs)  # the same state file: a restart
     assert again == ["Named Rex."], "the follow-up was added twice"
     assert runs == ["answered"], "the action ran twice"
+
+
+async def test_waiting_before_the_agent_serves_says_why_it_may_wait_forever(
+    make_agent: AgentFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = make_agent()
+    async with agent:
+        conv = await agent.open_conversation(id="c1", title="Name")
+        ask = await conv.ask(id="a1", kind="text", title="What name?")
+        waiting = asyncio.create_task(ask.wait())
+        await asyncio.sleep(0)
+        assert "a1: waiting for an answer while the agent does not listen yet" in caplog.text
+        await ask.decide()
+        assert (await waiting).how == "decided"
+        caplog.clear()
+        agent.app()  # served (as by serve_unix, serve_tcp or a test client): no warning
+        other = await conv.ask(id="a2", kind="text", title="And now?")
+        waiting = asyncio.create_task(other.wait())
+        await asyncio.sleep(0)
+        await other.decide()
+        await waiting
+        assert "does not listen" not in caplog.text

@@ -186,6 +186,7 @@ class Agent:
         )
         self._open_asks: dict[str, AskHandle] = {}
         self._acted: set[tuple[str, str]] = set()  # AskHandle.once marks of this run
+        self._served = False  # an app was built: answers can arrive
         self._inflight: dict[str, tuple[bytes, asyncio.Future[bytes]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._runners: list[AgentRunner] = []

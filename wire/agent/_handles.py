@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ def _derived_id(base: str, key: str) -> str:
     return "f-" + hashlib.sha256(whole.encode()).hexdigest()
 
 S = TypeVar("S")
+log = logging.getLogger(__name__)
 
 
 class Resolution(msgspec.Struct, frozen=True, kw_only=True):
@@ -493,7 +495,18 @@ class AskHandle:
         self._done.set()
 
     async def wait(self) -> Resolution:
-        """Wait until the ask ends: answered, decided, expired or stopped."""
+        """Wait until the ask ends: answered, decided, expired or stopped.
+
+        Waiting before the agent serves logs a warning: no answer can arrive until it does
+        (wait in ``agent.spawn(...)``, or serve first; ``Agent.run`` serves before ``setup``).
+        """
+        agent = self.conversation.agent
+        if not self._done.is_set() and not agent._served:
+            log.warning(
+                "ask %s: waiting for an answer while the agent does not listen yet: no answer "
+                "can arrive until it serves",
+                self.id,
+            )
         await self._done.wait()
         assert self._resolution is not None
         return self._resolution
