@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import json
 import logging
@@ -176,6 +177,36 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
     return build
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse, before anything starts or is printed, what cannot work: a port out of range, a
+    Unix socket in a folder that does not exist, a port another process holds.
+
+    Raises:
+        ConfigError: one sentence naming the option and the value.
+    """
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port} is not a port (0 to 65535)")
+    if args.unix is not None:
+        folder = args.unix.expanduser().absolute().parent
+        if not folder.is_dir():
+            raise ConfigError(f"--unix {args.unix}: the folder {folder} does not exist")
+        return
+    if args.port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as probe:
+        # The same option aiohttp binds with: a port left in TIME_WAIT is not "in use".
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((args.host, args.port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(
+                    f"port {args.port} on {args.host} is in use by another program "
+                    "(another collie-gateway?): stop it, or choose another with --port"
+                ) from None
+            raise ConfigError(f"--host {args.host} --port {args.port}: {exc.strerror}") from None
+
+
 def push_options_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     """``Settings`` fields of push from the environment: ``COLLIE_PUSH_TTL`` (seconds a push
     without a deadline waits for an offline phone; default 3600) and
@@ -250,6 +281,9 @@ def _free_port() -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    check_args(args)
+    if args.strings:
+        Catalogue.from_file(args.strings)  # a bad file stops the demo before any agent starts
     state = args.state_dir or Path(tempfile.mkdtemp(prefix="collie-demo-"))
     state.mkdir(parents=True, exist_ok=True)
     pi_port = _free_port()
@@ -281,10 +315,15 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args, sources_path)
         base = f"http://{settings.host}:{settings.port}"
-        print(f"collie-gateway demo: agents and files in {state}")
-        print(f"  dashboard:  curl {base}/api/v1/dashboard")
-        print(f"  live:       curl -N {base}/api/v1/events")
-        print(f"  an agent:   curl --unix-socket {state / 'desk.sock'} http://agent/hello")
+        where = [
+            f"collie-gateway demo: agents and files in {state}",
+            f"  dashboard:  curl {base}/api/v1/dashboard",
+            f"  live:       curl -N {base}/api/v1/events",
+            f"  an agent:   curl --unix-socket {state / 'desk.sock'} http://agent/hello",
+            "  new asks:   desk's starter \"Ask me something\" raises one of each kind",
+        ]
+        # flush: the lines show at once also when the output goes to a file or a pipe
+        print("\n".join(where), flush=True)
         time.sleep(0.3)
         return _serve(settings)
     finally:
@@ -309,6 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if args.command == "serve":
+            check_args(args)
             return _serve(_settings(args, args.sources))
         return _demo(args)
     except (GatewayError, ValueError) as exc:

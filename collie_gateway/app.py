@@ -52,10 +52,39 @@ def _auth_middleware(token: str) -> Middleware:
             and hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected)
         )
         if not ok:
-            return json_error(401, "unauthorized", "a valid bearer token is required")
+            refused = json_error(401, "unauthorized", "a valid bearer token is required")
+            refused.headers["WWW-Authenticate"] = 'Bearer realm="collie-gateway"'
+            return refused
         return await handler(request)
 
     return auth
+
+
+_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's own errors (unknown route, wrong method, body too large) as the API's JSON
+    error body; errors the routes raise already carry it."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == "application/json":
+            raise
+        words = {
+            404: f"no route {request.path}",
+            405: f"{request.method} is not allowed on {request.path}",
+            413: "the body is over 1 MiB",
+        }
+        answer = json_error(
+            exc.status,
+            _CODES.get(exc.status, "http_error"),
+            words.get(exc.status, exc.reason),
+        )
+        if exc.status == 405 and "Allow" in exc.headers:
+            answer.headers["Allow"] = exc.headers["Allow"]
+        return answer
 
 
 async def _stopping(app: web.Application) -> None:
@@ -76,7 +105,9 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
     from collie_gateway import routes
 
     check_settings(settings)
-    middlewares = [_auth_middleware(settings.token)] if settings.token else []
+    middlewares: list[Middleware] = [json_errors]
+    if settings.token:
+        middlewares.append(_auth_middleware(settings.token))
     app = web.Application(middlewares=middlewares, client_max_size=1024 * 1024)
     app[SETTINGS] = settings
 

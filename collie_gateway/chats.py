@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.errors import AgentRejected, AgentUnreachable, BadCursor
 from collie_gateway.mirror import LinkState
 from collie_gateway.views.chat import (
     CHAT_TEXT_LIMIT,
@@ -185,7 +185,11 @@ class Chats:
         return kept
 
     async def closed_page(self, agent: str, cursor: str) -> dict[str, object]:
-        """One "Load more" page: the next 100 closed rows and the footer after them."""
+        """One "Load more" page: the next 100 closed rows and the footer after them.
+
+        Raises:
+            BadCursor: the agent does not take ``cursor``.
+        """
         ctx = self._ctx(agent, self.gw.settings.clock())
         try:
             page = await self._read_page(agent, cursor)
@@ -208,6 +212,8 @@ class Chats:
             fetched = await self.gw.client(agent).get(path)
             if fetched.status == 404:
                 raise _ReadFailed(ReadStatus.NO_LIST)
+            if fetched.status == 400 and cursor is not None:
+                raise BadCursor(f"the cursor {cursor!r} is not valid")
             if not 200 <= fetched.status < 300:
                 raise _ReadFailed(ReadStatus.FAILED)
             return decode(fetched.body, ConversationPage)

@@ -56,10 +56,13 @@ _NOT_PASSED_ON: Final = frozenset({"push.logged", "crew.section"})
 
 
 class CrewInfo(msgspec.Struct, kw_only=True):
-    """``GET /api/v1/crew``: what this gateway can do as a member of a crew.
+    """What this gateway can do as a member of a crew (``GET /api/v1/crew``).
 
-    ``crew`` is the crew protocol version; ``answers`` says whether it takes answers given on
-    a lead (W4); ``machine`` is the name it goes by."""
+    Attributes:
+        crew: The crew protocol version it speaks.
+        machine: The name it goes by.
+        answers: Whether it takes answers given on a lead (W4, V2).
+    """
 
     crew: int
     machine: str

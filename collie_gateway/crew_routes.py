@@ -3,6 +3,9 @@
 On a member: ``GET /api/v1/crew`` says what it can do for a lead. On a lead: a member's
 phone API under ``/api/v1/machines/{machine}/…`` — its agents, lists, chats, cards, starters,
 commands and answers with the same views as local ones, each URL in them the lead's.
+
+The routes are registered from ``routes.CREW_ROUTES``, part of the route table the OpenAPI
+document is generated from.
 """
 
 from __future__ import annotations
@@ -47,8 +50,10 @@ def _json(payload: object, status: int = 200) -> web.Response:
 
 
 async def crew_info(request: web.Request) -> web.Response:
-    """What this gateway can do as a crew member: the crew version it speaks, its machine
-    name, and whether it takes answers given on a lead (V2)."""
+    """What this gateway can do as a crew member (W4, V2).
+
+    The crew version it speaks, its machine name, and whether it takes answers given on a
+    lead (V2)."""
     settings = request.app[SETTINGS]
     return _json(
         CrewInfo(crew=CREW_VERSION, machine=settings.machine, answers=settings.crew_answers)
@@ -97,9 +102,11 @@ def _card(request: web.Request, request_id: str, outcome: TapOutcome, reason: st
 
 
 async def member_answer(request: web.Request) -> web.Response:
-    """W4: a tap on a member's card goes to that member with the phone's request id
-    unchanged; the member's ledger sends it to its agent once (T1). V2: a member that does not
-    take answers from a lead is sent nothing."""
+    """An answer to a crew member's ask, sent on with the same request id (W4).
+
+    A tap on a member's card goes to that member with the phone's request id unchanged; the
+    member's ledger sends it to its agent once (T1). V2: a member that does not take answers
+    from a lead is sent nothing: the card says T1's last row."""
     link = _member(request)
     raw = await request.read()
     try:
@@ -138,7 +145,23 @@ def _relay(request: web.Request, link: MemberLink, status: int, body: bytes) -> 
     return _json(payload, status)
 
 
-async def member_proxy(request: web.Request) -> web.Response:
+async def member_read(request: web.Request) -> web.Response:
+    """A crew member's screen: the same views as a local agent's (W1–W4).
+
+    A member's agents and answers' ledger, with the same views as local ones, each URL in
+    them the lead's, with `machine`."""
+    return await _member_proxy(request)
+
+
+async def member_command(request: web.Request) -> web.Response:
+    """A command to a crew member's agent, as to a local one (W1–W4).
+
+    The body is sent on as the phone sent it; a command that may or may not have arrived
+    answers `uncertain`, as for a local agent (C4, B3)."""
+    return await _member_proxy(request)
+
+
+async def _member_proxy(request: web.Request) -> web.Response:
     """A member's agents and answers' ledger, with the same views as local ones."""
     link = _member(request)
     tail = _tail(request)
@@ -158,12 +181,3 @@ async def member_proxy(request: web.Request) -> web.Response:
             return _json({"outcome": "uncertain", "message": message, "machine": link.name})
         return json_error(504, "no_answer", message)
     return _relay(request, link, status, answer)
-
-
-def add_crew_routes(app: web.Application) -> None:
-    """Register the crew's routes (before nothing else: their paths are their own)."""
-    r = app.router
-    r.add_get("/api/v1/crew", crew_info)
-    r.add_post("/api/v1/machines/{machine}/agents/{agent}/asks/{ask}/answer", member_answer)
-    r.add_get("/api/v1/machines/{machine}/{tail:.+}", member_proxy)
-    r.add_post("/api/v1/machines/{machine}/{tail:.+}", member_proxy)

@@ -6,6 +6,7 @@ GatewayError
 ├── AgentUnreachable   the agent did not answer, or the transfer failed
 ├── AgentRejected      the agent answered with an error, or was refused (wire version)
 ├── AnswerConflict     the same request id came with a different answer
+├── BadCursor          the agent refused a "Load more" cursor (400)
 └── AnswerMisfit       an answer does not fit its ask (wire §8); nothing is sent or recorded
 """
 
@@ -44,6 +45,10 @@ class AgentRejected(GatewayError):
 
 class AnswerConflict(GatewayError):
     """The same request id came with a different answer; nothing was applied."""
+
+
+class BadCursor(GatewayError):
+    """The agent answered 400 to a closed-list read with a cursor: the cursor is not valid."""
 
 
 class AnswerMisfit(GatewayError):

@@ -73,7 +73,14 @@ TargetsFactory = Callable[[Content], PushTargets]
 
 
 class DeviceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """``POST /api/v1/devices``: register (or refresh) a phone's token."""
+    """``POST /api/v1/devices``: register (or refresh) a phone's token.
+
+    Attributes:
+        provider: `apns` or `fcm`.
+        token: The provider's push token for this phone.
+        environment: `production` or `sandbox` (APNs only).
+        key: Optional: 32 bytes, base64, to encrypt push content for this device (private content).
+    """
 
     provider: Provider
     token: str
@@ -82,7 +89,12 @@ class DeviceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class PresenceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """``POST /api/v1/presence``: the screen a phone's stream shows (refreshes it)."""
+    """``POST /api/v1/presence``: the screen a phone's stream shows (refreshes it).
+
+    Attributes:
+        stream_id: The live stream's id (its `stream` event).
+        screen: What the phone shows, e.g. `chat:desk:c1`; null: nothing the gateway cares about.
+    """
 
     stream_id: str
     screen: str | None = None

@@ -6,24 +6,55 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from typing import Annotated, TypeVar
+from datetime import UTC, datetime
+from functools import cache
+from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
 import msgspec
 from aiohttp import web
 
 from collie_gateway.answers import Record
+from collie_gateway.api import (
+    EVENTS,
+    AgentHome,
+    AnswerView,
+    ClosedPage,
+    CommandAnswer,
+    DeviceList,
+    DeviceRegistered,
+    DeviceRow,
+    Error,
+    Health,
+    MessageAnswer,
+    NewPage,
+    NewStarter,
+    Ok,
+    OpenApi,
+    PushLog,
+    PushRow,
+    Removed,
+)
 from collie_gateway.app import GATEWAY, SETTINGS, json_error
-from collie_gateway.crew_routes import add_crew_routes, crew_refusal
-from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
+from collie_gateway.crew import CrewInfo
+from collie_gateway.crew_routes import (
+    crew_info,
+    crew_refusal,
+    member_answer,
+    member_command,
+    member_read,
+)
+from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit, BadCursor
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
-from collie_gateway.openapi import openapi_document
+from collie_gateway.openapi import Param, Route, flag_param, openapi_document
 from collie_gateway.phonebus import PhoneEvent
 from collie_gateway.pushing import DeviceError, DeviceIn, PresenceIn
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.cards import CardState, TapOutcome, outcome_line
-from collie_gateway.views.chat import LineState, MyLine
+from collie_gateway.views.chat import Chat, LineState, MyLine
+from collie_gateway.views.dashboard import Dashboard
+from collie_gateway.views.listing import ConversationList
 from collie_gateway.views.text import LABEL_LIMIT, TITLE_LIMIT, clean
 from wire.errors import RemoteWireError
 from wire.messages import (
@@ -74,14 +105,14 @@ def flag(request: web.Request, name: str) -> bool:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """Liveness, and how many agents are ready."""
+    """Liveness, and how many agents are ready (no token needed)."""
     gw = request.app[GATEWAY]
     ready = sum(1 for m in gw.mirrors.values() if m.state is LinkState.READY)
-    health: dict[str, object] = {"ok": True, "agents": len(gw.mirrors), "ready": ready}
+    health = Health(ok=True, agents=len(gw.mirrors), ready=ready)
     crew = gw.crew.links.values()
     if crew:  # a lead: its members, and how many of their sections are Ready
-        health["crew"] = len(crew)
-        health["crew_ready"] = sum(1 for link in crew if link.ready.is_set())
+        health.crew = len(crew)
+        health.crew_ready = sum(1 for link in crew if link.ready.is_set())
     return encoded(health)
 
 
@@ -106,20 +137,31 @@ async def agent_home(request: web.Request) -> web.Response:
     # The link's reason names exceptions and addresses: the log has it, the phone reads words.
     reason = cat["error_no_answer"] if mirror.state is LinkState.UNREACHABLE else None
     return encoded(
-        {
-            "agent": name,
-            "state": mirror.state.value,
-            "reason": reason,
-            "runtime": hello.runtime if hello else None,
-            "features": list(hello.features) if hello else [],
-            "warning": warning,
-            "conversations": f"/api/v1/agents/{name}/conversations",
-        }
+        AgentHome(
+            agent=name,
+            state=mirror.state,
+            reason=reason,
+            runtime=hello.runtime if hello else None,
+            features=list(hello.features) if hello else [],
+            warning=warning,
+            conversations=f"/api/v1/agents/{quote(name, safe='')}/conversations",
+        )
     )
 
 
 async def events(request: web.Request) -> web.StreamResponse:
-    """The phone's live stream (server-sent events), resumable with ``Last-Event-ID``."""
+    """The phone's live stream (server-sent events), resumable with `Last-Event-ID`.
+
+    Each event is `id: <boot>-<seq>`, `event: <type>` and one `data:` line of JSON; a
+    `: ping` comment comes every 15 s of silence. The first event, `stream`, has no id.
+
+    To miss nothing, read a screen first and open the stream with `Last-Event-ID` set to the
+    screen's `event_id` (or any id the phone saw last): the events after it are replayed, then
+    live ones follow. When they cannot be replayed (the gateway restarted, or the id is older
+    than the last 10,000 events), the stream starts with `reset`: read the screens again. A
+    phone that falls too far behind gets `reset` and the stream ends. Without an id nothing is
+    replayed.
+    """
     gw = request.app[GATEWAY]
     last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
     screen = request.query.get("screen") or None
@@ -184,15 +226,31 @@ def _frame(event: PhoneEvent) -> bytes:
 
 
 async def openapi(request: web.Request) -> web.Response:
-    """The phone API's OpenAPI 3.1 document."""
-    return encoded(openapi_document())
+    """This document (OpenAPI 3.1), generated from the route table."""
+    return web.Response(body=_openapi_body(), content_type="application/json")
+
+
+@cache
+def _openapi_body() -> bytes:
+    return _encoder.encode(document())
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI document of :data:`ROUTES`."""
+    return openapi_document(ROUTES, Error)
 
 
 # --- bodies the phone sends -----------------------------------------------------------------
 
 
 class PhoneAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """An answer to an ask: the request id, the ask version shown, the answer."""
+    """An answer to an ask: the request id, the ask version shown, the answer.
+
+    Attributes:
+        request_id: Made once per tap; a retry sends the same one (T1).
+        version: The card's `version`: an answer to an older version is refused `changed`.
+        answer: The answer, by ask kind.
+    """
 
     request_id: Id
     version: Version  # 0 … 2^53−1, as on the wire (§3)
@@ -200,7 +258,14 @@ class PhoneAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class PhoneMessage(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A message or a steer (C4, B1)."""
+    """A message or a steer (C4, B1).
+
+    Attributes:
+        request_id: Made once per message; a retry sends the same one.
+        text: The message.
+        steer: Send into the running turn (B1) rather than as a new message.
+        turn: With `steer`: the newest turn the phone saw (B3).
+    """
 
     request_id: Id
     text: Annotated[str, msgspec.Meta(min_length=1, max_length=100_000)]
@@ -209,20 +274,34 @@ class PhoneMessage(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class PhoneTurn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Stop or a button: the newest turn the phone saw (B3)."""
+    """Stop or a button: the newest turn the phone saw (B3).
+
+    Attributes:
+        request_id: Made once per tap; a retry sends the same one.
+        turn: The newest turn the phone saw (the bar's `turn`, B3).
+    """
 
     request_id: Id
     turn: int
 
 
 class PhonePlain(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Close or reopen."""
+    """Close or reopen.
+
+    Attributes:
+        request_id: Made once per tap; a retry sends the same one.
+    """
 
     request_id: Id
 
 
 class PhoneStart(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A new conversation from a starter (N2)."""
+    """A new conversation from a starter (N2).
+
+    Attributes:
+        request_id: Made once per tap; a retry sends the same one (and gets the same conversation).
+        starter: The starter's id from the New page.
+    """
 
     request_id: Id
     starter: Id
@@ -271,7 +350,14 @@ async def closed_page(request: web.Request) -> web.Response:
     cursor = request.query.get("cursor", "")
     if not cursor:
         return json_error(400, "bad_request", "cursor is required")
-    return encoded(await request.app[GATEWAY].chats.closed_page(agent, cursor))
+    try:
+        return encoded(await request.app[GATEWAY].chats.closed_page(agent, cursor))
+    except BadCursor:
+        return json_error(
+            400,
+            "bad_cursor",
+            "the cursor is not valid: take it from the load_more href of a list read now",
+        )
 
 
 async def chat(request: web.Request) -> web.Response:
@@ -309,17 +395,17 @@ def phone_reason(exc: Exception, cat: Catalogue, doing: str) -> str:
     return cat["error_no_answer"]
 
 
-def _command_answer(result: CommandResult | None, cat: Catalogue, error: str | None) -> object:
+def _command_answer(
+    result: CommandResult | None, cat: Catalogue, error: str | None
+) -> CommandAnswer:
     if result is None:
-        return {"outcome": "uncertain", "message": error}
+        return CommandAnswer(outcome="uncertain", message=error)
     message = cat["moved_on"] if result.outcome == "moved_on" else result.reason
     if message is not None:
         message = clean(message, TITLE_LIMIT).text
-    return {
-        "outcome": result.outcome,
-        "message": message,
-        "conversation_id": result.conversation_id,
-    }
+    return CommandAnswer(
+        outcome=result.outcome, message=message, conversation_id=result.conversation_id
+    )
 
 
 def declared(request: web.Request, agent: str, feature: str) -> bool:
@@ -330,20 +416,27 @@ def declared(request: web.Request, agent: str, feature: str) -> bool:
 
 def unsupported(cat: Catalogue) -> web.Response:
     """G1: a command for an undeclared feature is refused here; nothing reaches the agent."""
-    return encoded(
-        {"outcome": "refused", "message": cat["refused_unsupported"], "conversation_id": None}
-    )
+    return encoded(CommandAnswer(outcome="refused", message=cat["refused_unsupported"]))
 
 
 async def _run_command(
-    request: web.Request, agent: str, path: str, body: object, feature: str
+    request: web.Request,
+    agent: str,
+    path: str,
+    body: object,
+    feature: str,
+    *,
+    not_found: str | None = None,
 ) -> web.Response:
+    """Send a command; ``not_found`` is the message for that outcome (else the agent's word)."""
     gw = request.app[GATEWAY]
     cat = request.app[SETTINGS].catalogue
     if not declared(request, agent, feature):
         return unsupported(cat)
     try:
         result = await gw.command(agent, path, body)
+        if result.outcome == "not_found" and not_found is not None:
+            result = msgspec.structs.replace(result, reason=not_found)
     except (AgentUnreachable, RemoteWireError) as exc:
         return encoded(_command_answer(None, cat, phone_reason(exc, cat, path)))
     except AgentRejected as exc:
@@ -396,13 +489,13 @@ async def send_message(request: web.Request) -> web.Response:
         LineState.NOT_SENT: cat["chat_not_sent"],
     }
     return encoded(
-        {
-            "outcome": outcome,
-            "line_state": state.value,
-            "label": labels.get(state),
-            "message": message,
-            "composer_text": body.text if state is LineState.NOT_SENT else None,
-        }
+        MessageAnswer(
+            outcome=outcome,
+            line_state=state,
+            label=labels.get(state),
+            message=message,
+            composer_text=body.text if state is LineState.NOT_SENT else None,
+        )
     )
 
 
@@ -455,20 +548,20 @@ async def new_page(request: web.Request) -> web.Response:
         except (AgentUnreachable, AgentRejected, RemoteWireError):
             error = cat["footer_no_answer"]
     rows = [
-        {
-            "id": s.id,
-            "label": clean(s.label, LABEL_LIMIT).text,
-            "description": clean(s.description, TITLE_LIMIT).text if s.description else None,
-        }
+        NewStarter(
+            id=s.id,
+            label=clean(s.label, LABEL_LIMIT).text,
+            description=clean(s.description, TITLE_LIMIT).text if s.description else None,
+        )
         for s in starters
     ]
     return encoded(
-        {
-            "title": cat["new_title"],
-            "starters": rows,
-            "empty": cat["no_starters"] if not rows and error is None else None,
-            "error": error,
-        }
+        NewPage(
+            title=cat["new_title"],
+            starters=rows,
+            empty=cat["no_starters"] if not rows and error is None else None,
+            error=error,
+        )
     )
 
 
@@ -477,7 +570,12 @@ async def start_conversation(request: web.Request) -> web.Response:
     agent = agent_of(request)
     body = await body_of(request, PhoneStart)
     wire_body = StartConversation(request_id=body.request_id, starter=body.starter)
-    return await _run_command(request, agent, "/conversations", wire_body, "starters")
+    missing = request.app[SETTINGS].catalogue.fmt(
+        "no_starter", starter=clean(body.starter, LABEL_LIMIT).text
+    )
+    return await _run_command(
+        request, agent, "/conversations", wire_body, "starters", not_found=missing
+    )
 
 
 # --- answers (A, T, R) -----------------------------------------------------------------------
@@ -518,16 +616,16 @@ def _answer_view(
     outcome: TapOutcome,
     reason: str | None,
     record: Record | None,
-) -> dict[str, object]:
+) -> AnswerView:
     retry = record is not None and record.attempts > 1
     state = CardState(outcome=outcome, request_id=request_id, retry=retry, reason=reason)
     line = outcome_line(state, request.app[SETTINGS].catalogue)
-    return {
-        "request_id": request_id,
-        "outcome": outcome.value,
-        "settled": record.settled if record is not None else True,
-        "card": line,
-    }
+    return AnswerView(
+        request_id=request_id,
+        outcome=outcome,
+        settled=record.settled if record is not None else True,
+        card=line,
+    )
 
 
 # --- push (P1–P3): devices, presence, the delivery log ---------------------------------------
@@ -540,42 +638,45 @@ async def register_device(request: web.Request) -> web.Response:
         device_id = await request.app[GATEWAY].pushing.register(body)
     except DeviceError as exc:
         return json_error(400, "bad_request", str(exc))
-    return encoded({"device_id": device_id})
+    return encoded(DeviceRegistered(device_id=device_id))
 
 
 async def remove_device(request: web.Request) -> web.Response:
     """Forget a device."""
     if not await request.app[GATEWAY].pushing.remove(request.match_info["device"]):
         return json_error(404, "not_found", "no such device")
-    return encoded({"removed": True})
+    return encoded(Removed(removed=True))
 
 
 async def list_devices(request: web.Request) -> web.Response:
     """Registered devices (never their tokens or keys)."""
     devices = await request.app[GATEWAY].pushing.devices()
     return encoded(
-        {
-            "devices": [
-                {
-                    "device_id": d.id,
-                    "provider": d.provider.value,
-                    "environment": d.environment.value,
-                    "private": d.key is not None,
-                    "registered_at": d.registered_at,
-                }
+        DeviceList(
+            devices=[
+                DeviceRow(
+                    device_id=d.id,
+                    provider=d.provider.value,
+                    environment=d.environment.value,
+                    private=d.key is not None,
+                    registered_at=datetime.fromtimestamp(d.registered_at, UTC),
+                )
                 for d in devices
             ]
-        }
+        )
     )
 
 
 async def presence(request: web.Request) -> web.Response:
-    """The screen a phone's live stream shows now; a phone sends it on each change and at
-    least every 30 s while it shows a chat."""
+    """The screen a phone's live stream shows now (no push for a chat on screen).
+
+    A phone sends it on each change and at least every 30 s while it shows a chat: a screen
+    not confirmed for 45 s is stale and never holds a push back.
+    """
     body = await body_of(request, PresenceIn)
     if not request.app[GATEWAY].pushing.confirm(body):
         return json_error(404, "not_found", "no open stream with that id")
-    return encoded({"ok": True})
+    return encoded(Ok(ok=True))
 
 
 async def push_log(request: web.Request) -> web.Response:
@@ -584,33 +685,189 @@ async def push_log(request: web.Request) -> web.Response:
         limit = min(max(int(request.query.get("limit", "100")), 1), 1000)
     except ValueError:
         return json_error(400, "bad_request", "limit must be a whole number")
-    return encoded({"pushes": await request.app[GATEWAY].pushing.recent(limit)})
+    rows = await request.app[GATEWAY].pushing.recent(limit)
+    return encoded(PushLog(pushes=msgspec.convert(rows, list[PushRow])))
+
+
+_NO_CONVERSATION = {404: "No durable agent of that name, or no such conversation"}
+_BASE = "/api/v1/agents/{agent}/conversations/{conversation}"
+
+# The phone API: every route, and all the OpenAPI document says of it.
+ROUTES: list[Route] = [
+    Route("GET", "/healthz", healthz, Health, public=True),
+    Route("GET", "/openapi.json", openapi, OpenApi),
+    Route(
+        "GET",
+        "/api/v1/dashboard",
+        dashboard,
+        Dashboard,
+        params=(flag_param("pending_only", "List only agents waiting for the person (D9)"),),
+    ),
+    Route(
+        "GET",
+        "/api/v1/events",
+        events,
+        None,
+        media="text/event-stream",
+        params=(
+            Param("Last-Event-ID", "The last event id the phone saw", where="header"),
+            Param("last_event_id", "As Last-Event-ID, which wins when both are given"),
+            Param(
+                "screen",
+                "What the phone shows, e.g. `chat:desk:c1`: no push for that chat while the "
+                "stream is open and its presence fresh (see `POST /api/v1/presence`)",
+            ),
+        ),
+        events=EVENTS,
+    ),
+    Route("GET", "/api/v1/agents/{agent}", agent_home, AgentHome),
+    Route(
+        "GET",
+        "/api/v1/agents/{agent}/conversations",
+        conversation_list,
+        ConversationList,
+        params=(flag_param("poll", "Only what the gateway holds: never read from the agent (L5)"),),
+    ),
+    Route(
+        "POST",
+        "/api/v1/agents/{agent}/conversations",
+        start_conversation,
+        CommandAnswer,
+        body=PhoneStart,
+    ),
+    Route(
+        "GET",
+        "/api/v1/agents/{agent}/closed",
+        closed_page,
+        ClosedPage,
+        params=(
+            Param(
+                "cursor",
+                "From the footer's `load_more` href",
+                {"type": "string", "minLength": 1},
+                required=True,
+            ),
+        ),
+        errors={400: "No cursor (`bad_request`), or the agent does not take it (`bad_cursor`)"},
+    ),
+    Route(
+        "GET",
+        _BASE,
+        chat,
+        Chat,
+        params=(flag_param("all_cards", "Show every card, not the first 5 (A8)"),),
+        errors={
+            **_NO_CONVERSATION,
+            502: "The agent refused the read, or its answer was not wire v1",
+            504: "The agent did not answer",
+        },
+    ),
+    Route("POST", _BASE + "/messages", send_message, MessageAnswer, body=PhoneMessage),
+    Route("POST", _BASE + "/stop", stop, CommandAnswer, body=PhoneTurn),
+    Route("POST", _BASE + "/buttons/{button}", button, CommandAnswer, body=PhoneTurn),
+    Route("POST", _BASE + "/close", close_conversation, CommandAnswer, body=PhonePlain),
+    Route("POST", _BASE + "/reopen", reopen_conversation, CommandAnswer, body=PhonePlain),
+    Route("GET", "/api/v1/agents/{agent}/new", new_page, NewPage),
+    Route(
+        "POST",
+        "/api/v1/agents/{agent}/asks/{ask}/answer",
+        answer_ask,
+        AnswerView,
+        body=PhoneAnswer,
+    ),
+    Route(
+        "GET",
+        "/api/v1/answers/{request_id}",
+        answer_status,
+        AnswerView,
+        errors={404: "No answer with that request id"},
+    ),
+    Route(
+        "POST",
+        "/api/v1/devices",
+        register_device,
+        DeviceRegistered,
+        body=DeviceIn,
+    ),
+    Route("GET", "/api/v1/devices", list_devices, DeviceList),
+    Route(
+        "DELETE",
+        "/api/v1/devices/{device}",
+        remove_device,
+        Removed,
+        errors={404: "No such device"},
+    ),
+    Route(
+        "POST",
+        "/api/v1/presence",
+        presence,
+        Ok,
+        body=PresenceIn,
+        errors={404: "No open stream with that id"},
+    ),
+    Route(
+        "GET",
+        "/api/v1/pushes",
+        push_log,
+        PushLog,
+        params=(
+            Param(
+                "limit",
+                "How many entries, newest first (1–1000; out of range is clamped)",
+                {"type": "integer", "default": 100},
+            ),
+        ),
+        errors={400: "limit is not a whole number"},
+    ),
+]
+
+
+_MACHINE_ERRORS = {
+    404: "No crew member of that name, or a route a lead does not pass on",
+    502: "The member refused the lead's token, or answered with no JSON",
+    504: "The member did not answer",
+}
+_MEMBER_VIEW: dict[str, Any] = {"type": "object"}
+_MEMBER_WORDS = "The member's answer to the same local route, its URLs the lead's, with `machine`"
+
+# The crew's routes (W1–W4, V2): on a member, what it can do for a lead; on a lead, a
+# member's phone API under /api/v1/machines/{machine}/… (``crew_routes``).
+CREW_ROUTES: list[Route] = [
+    Route("GET", "/api/v1/crew", crew_info, CrewInfo),
+    Route(
+        "POST",
+        "/api/v1/machines/{machine}/agents/{agent}/asks/{ask}/answer",
+        member_answer,
+        AnswerView,
+        body=PhoneAnswer,
+        ok_words="What the tap came to, as the member says it (with `machine`)",
+        errors={
+            404: "No crew member of that name",
+            502: "The member refused the lead's token",
+        },
+    ),
+    Route(
+        "GET",
+        "/api/v1/machines/{machine}/{tail:.+}",
+        member_read,
+        _MEMBER_VIEW,
+        ok_words=_MEMBER_WORDS,
+        errors=_MACHINE_ERRORS,
+    ),
+    Route(
+        "POST",
+        "/api/v1/machines/{machine}/{tail:.+}",
+        member_command,
+        _MEMBER_VIEW,
+        body=(PhoneMessage, PhoneTurn, PhonePlain, PhoneStart),
+        ok_words=_MEMBER_WORDS,
+        errors=_MACHINE_ERRORS,
+    ),
+]
+ROUTES += CREW_ROUTES
 
 
 def add_routes(app: web.Application) -> None:
-    """Register every route of the phone API."""
-    r = app.router
-    r.add_get("/healthz", healthz)
-    r.add_get("/openapi.json", openapi)
-    r.add_get("/api/v1/dashboard", dashboard)
-    r.add_get("/api/v1/events", events)
-    r.add_get("/api/v1/agents/{agent}", agent_home)
-    r.add_get("/api/v1/agents/{agent}/conversations", conversation_list)
-    r.add_post("/api/v1/agents/{agent}/conversations", start_conversation)
-    r.add_get("/api/v1/agents/{agent}/closed", closed_page)
-    r.add_get("/api/v1/agents/{agent}/conversations/{conversation}", chat)
-    base = "/api/v1/agents/{agent}/conversations/{conversation}"
-    r.add_post(base + "/messages", send_message)
-    r.add_post(base + "/stop", stop)
-    r.add_post(base + "/buttons/{button}", button)
-    r.add_post(base + "/close", close_conversation)
-    r.add_post(base + "/reopen", reopen_conversation)
-    r.add_get("/api/v1/agents/{agent}/new", new_page)
-    r.add_post("/api/v1/agents/{agent}/asks/{ask}/answer", answer_ask)
-    r.add_get("/api/v1/answers/{request_id}", answer_status)
-    r.add_post("/api/v1/devices", register_device)
-    r.add_get("/api/v1/devices", list_devices)
-    r.add_delete("/api/v1/devices/{device}", remove_device)
-    r.add_post("/api/v1/presence", presence)
-    r.add_get("/api/v1/pushes", push_log)
-    add_crew_routes(app)
+    """Register every route of :data:`ROUTES`."""
+    for route in ROUTES:
+        app.router.add_route(route.method, route.path, route.handler)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
@@ -152,6 +153,8 @@ class Store:
     async def open(cls, path: Path) -> Store:
         """Open (creating and migrating as needed) the store at ``path``."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        # Created 0600: SQLite gives the -wal and -shm files the mode of the database file.
+        os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
         db = await aiosqlite.connect(path, isolation_level=None)
         store = cls(db, path)
         try:

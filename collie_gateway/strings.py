@@ -116,6 +116,7 @@ DEFAULTS: Final[Mapping[str, str]] = {
     # N — new conversation
     "new_title": "New conversation",
     "no_starters": "This machine's durable agent offers no starters yet.",
+    "no_starter": "No starter named “{starter}”.",  # ours: a start the agent answered not_found
     # P — push
     "push_permission": "Permission needed in {pane}",
     "push_many": "A durable agent on {host} is raising many asks",
@@ -152,17 +153,23 @@ class Catalogue:
         """Load overrides from a JSON object of ``{"key": "text"}``.
 
         Raises:
-            ValueError: the file is not such an object, or names an unknown key.
+            ValueError: the file cannot be read, is not such an object, or names an unknown
+                key; the message names the file.
         """
-        data = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ValueError(f"--strings {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:  # not UTF-8, or not JSON
+            raise ValueError(f"--strings {path}: not a JSON file ({exc})") from None
         if not isinstance(data, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in data.items()
         ):
-            raise ValueError(f"{path}: expected a JSON object of strings")
+            raise ValueError(f"--strings {path}: expected a JSON object of strings")
         try:
             return cls(data)
         except (KeyError, ValueError) as exc:
-            raise ValueError(f"{path}: {exc}") from None
+            raise ValueError(f"--strings {path}: {exc.args[0]}") from None
 
 
 def _fields(text: str) -> set[str]:

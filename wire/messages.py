@@ -114,14 +114,25 @@ class Button(Base, frozen=True, kw_only=True):
 
 
 class ToolRef(Base, frozen=True, kw_only=True):
-    """The tool call an ask or an item is about."""
+    """The tool call an ask or an item is about.
+
+    Attributes:
+        call_id: The tool call's id.
+        name: The tool's name.
+    """
 
     call_id: Id
     name: Label
 
 
 class Option(Base, frozen=True, kw_only=True):
-    """An option of a permission or choice ask, or of a form's select field."""
+    """An option of a permission or choice ask, or of a form's select field.
+
+    Attributes:
+        id: The option's id, sent back in the answer.
+        label: Its words.
+        role: A permission's option: `allow`, `always`, `deny` or `cancel`.
+    """
 
     id: Id
     label: Label
@@ -129,7 +140,16 @@ class Option(Base, frozen=True, kw_only=True):
 
 
 class FormField(Base, frozen=True, kw_only=True):
-    """A field of a form ask: ``text``, ``select`` or ``switch``."""
+    """A field of a form ask: ``text``, ``select`` or ``switch``.
+
+    Attributes:
+        id: The field's id, the key of its value in the answer.
+        kind: `text`, `select` or `switch`.
+        label: Its words.
+        required: Whether the answer must give it.
+        options: A `select` field's options.
+        max_length: A `text` field's longest value.
+    """
 
     id: Id
     kind: Label
@@ -141,7 +161,25 @@ class FormField(Base, frozen=True, kw_only=True):
 
 class Ask(Base, frozen=True, kw_only=True):
     """A question to the person. ``id`` is stable across the agent's restarts;
-    ``version`` grows whenever the content changes."""
+    ``version`` grows whenever the content changes.
+
+    Attributes:
+        id: The ask's id, stable across the agent's restarts.
+        version: Grows whenever the content changes.
+        conversation: The conversation it belongs to.
+        kind: `permission`, `choice`, `text` or `form`.
+        title: The question.
+        text: More words under it.
+        tool: The tool call it is about.
+        deadline: When it expires; null: never.
+        options: A permission's or choice's options.
+        multiple: A choice: whether several options may be picked.
+        max_length: A text ask: the longest answer.
+        fields: A form's fields.
+        push_title: The push's title, when the agent words it.
+        push_line: The push's line, when the agent words it.
+        raised_at: When it was raised.
+    """
 
     id: Id
     version: Version = 1
@@ -163,7 +201,23 @@ class Ask(Base, frozen=True, kw_only=True):
 class Item(Base, frozen=True, kw_only=True):
     """One item of a conversation. Fields beyond ``id``/``kind``/``text`` apply per kind:
     ``request_id`` (user), ``language`` (code), ``url``/``label`` (link),
-    ``call_id``/``name``/``status``/``output`` (tool)."""
+    ``call_id``/``name``/``status``/``output`` (tool).
+
+    Attributes:
+        id: The item's id, unique in its conversation.
+        kind: `user`, `reply`, `thinking`, `tool`, `code`, `markdown`, `link` or `notice`.
+        text: Its text.
+        final: False while it grows by deltas.
+        at: When it was written; null while not final.
+        request_id: A `user` item: the request id of the message it echoes (C5).
+        language: A `code` item: its language.
+        url: A `link` item: its URL.
+        label: A `link` item: its words.
+        call_id: A `tool` item: the tool call's id.
+        name: A `tool` item: the tool's name.
+        status: A `tool` item: `running`, `done` or `failed`.
+        output: A `tool` item: its output.
+    """
 
     id: Id
     kind: Label
@@ -320,7 +374,16 @@ AgentEvent = (
 class Answer(Base, frozen=True, kw_only=True):
     """The person's answer, by ask kind: ``option`` (permission, choice), ``options`` (choice
     with ``multiple``), ``text`` (text), ``fields`` (form). ``confirmed`` must be true for an
-    answer whose option has the role ``always`` (spec A5)."""
+    answer whose option has the role ``always`` (spec A5).
+
+    Attributes:
+        option: The option picked (permission, choice).
+        options: The options picked (choice with `multiple`).
+        text: The text (text ask).
+        fields: The form's values by field id: text or select option id (strings), switch
+            (booleans).
+        confirmed: True with the second tap on an `always` option (A5).
+    """
 
     option: Id | None = None
     options: Annotated[list[Id], Meta(max_length=100)] | None = None

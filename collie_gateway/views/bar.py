@@ -34,7 +34,15 @@ _TURN_CONTROLS: Final[tuple[tuple[Literal["steer", "stop"], str], ...]] = (
 
 class Header(Struct, frozen=True, kw_only=True):
     """Two lines (H1, H2). ``line2_kind`` says which row of H2's table ``line2`` comes from;
-    ``percent`` is set with a percent line, for a progress bar."""
+    ``percent`` is set with a percent line, for a progress bar.
+
+    Attributes:
+        title: The conversation's title ("Untitled conversation" when it has none).
+        badge: The badge after the title ("Experimental").
+        line2: The second line: progress, the agent's subtitle or state (H2); null: no line.
+        line2_kind: Which row of H2's table `line2` comes from.
+        percent: 0–100 with a percent line, for a progress bar; else null.
+    """
 
     title: str
     badge: str
@@ -46,7 +54,18 @@ class Header(Struct, frozen=True, kw_only=True):
 class Control(Struct, frozen=True, kw_only=True):
     """One control of the bottom bar. ``kind`` is ``steer``, ``stop`` or ``button`` (then
     ``button_id`` names it). A control that can't be used now stays in place, ``dimmed``
-    (B1); ``busy`` shows a spinner. Every tap sends ``turn``, the newest the phone saw (B3)."""
+    (B1); ``busy`` shows a spinner. Every tap sends ``turn``, the newest the phone saw (B3).
+
+    Attributes:
+        kind: `steer`, `stop` or `button`.
+        label: The control's words.
+        turn: The newest turn the phone saw: send it with the tap (B3).
+        tappable: Whether a tap does anything now.
+        dimmed: Shown but not usable now (B1).
+        busy: Show a spinner (the agent says the button is busy).
+        icon: The agent's icon name for a button; null: no icon.
+        button_id: The button's id for `POST …/buttons/{button}`; null for steer and stop.
+    """
 
     kind: Literal["steer", "stop", "button"]
     label: str
@@ -59,20 +78,35 @@ class Control(Struct, frozen=True, kw_only=True):
 
 
 class Bar(Struct, frozen=True, kw_only=True):
-    """The bottom bar: Steer, Stop, then the agent's buttons, in drawing order (B1)."""
+    """The bottom bar: Steer, Stop, then the agent's buttons, in drawing order (B1).
+
+    Attributes:
+        controls: The controls, in drawing order.
+    """
 
     controls: list[Control]
 
 
 class MenuItem(Struct, frozen=True, kw_only=True):
-    """One action of the pane menu or of the closed view: ``close`` or ``reopen``."""
+    """One action of the pane menu or of the closed view: ``close`` or ``reopen``.
+
+    Attributes:
+        action: `close` or `reopen`: the command the item sends.
+        label: Its words.
+    """
 
     action: Literal["close", "reopen"]
     label: str
 
 
 class Menu(Struct, frozen=True, kw_only=True):
-    """The pane menu of an open conversation (G2) and the Reopen button of a closed one (L4)."""
+    """The pane menu of an open conversation (G2) and the Reopen button of a closed one (L4).
+
+    Attributes:
+        items: The pane menu's items (G2).
+        reopen: The Reopen button of a closed conversation (L4); null when open or when the agent
+            cannot reopen.
+    """
 
     items: list[MenuItem]
     reopen: MenuItem | None = None

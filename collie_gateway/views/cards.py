@@ -19,7 +19,7 @@ from collie_gateway.strings import Catalogue
 from collie_gateway.views.clock import as_utc, expires_label
 from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, Redact, clean
 from wire.answers import text_limit
-from wire.messages import Ask, FormField, Option
+from wire.messages import Ask, FormField, Option, Time
 
 MAX_PERMISSION_OPTIONS: Final = 6  # spec A4
 MAX_CHOICE_OPTIONS: Final = 8  # spec A4
@@ -70,7 +70,16 @@ class CardState(Struct, frozen=True, kw_only=True):
 
 class PermissionButton(Struct, frozen=True, kw_only=True):
     """One option of a permission ask: Collie's wording, the agent's label muted below it.
-    Only the ``always`` button has ``confirm_label`` and ``tool_name`` (its second tap, A5)."""
+    Only the ``always`` button has ``confirm_label`` and ``tool_name`` (its second tap, A5).
+
+    Attributes:
+        option_id: The option's id, to send as `answer.option`.
+        role: `allow`, `always`, `deny` or `cancel`.
+        label: Collie's wording of the option (A4).
+        secondary: The agent's own label, shown muted below; null when it says the same.
+        confirm_label: The `always` button's second tap (A5); send `confirmed: true` with it.
+        tool_name: The tool `always` would allow from now on (A5).
+    """
 
     option_id: str
     role: str
@@ -81,7 +90,12 @@ class PermissionButton(Struct, frozen=True, kw_only=True):
 
 
 class ChoiceRow(Struct, frozen=True, kw_only=True):
-    """One option of a choice ask or of a form's select field."""
+    """One option of a choice ask or of a form's select field.
+
+    Attributes:
+        option_id: The option's id.
+        label: Its label.
+    """
 
     option_id: str
     label: str
@@ -89,7 +103,13 @@ class ChoiceRow(Struct, frozen=True, kw_only=True):
 
 class TextInput(Struct, frozen=True, kw_only=True):
     """A text line with its counter: ``counter`` for the empty line ("0 of 500") and
-    ``counter_template`` for the phone to fill in as the person types ("{n} of 500")."""
+    ``counter_template`` for the phone to fill in as the person types ("{n} of 500").
+
+    Attributes:
+        limit: The most characters the answer may have.
+        counter: The counter for an empty line ("0 of 500").
+        counter_template: The counter to fill in as the person types (`{n}` is the count).
+    """
 
     limit: int
     counter: str
@@ -98,7 +118,17 @@ class TextInput(Struct, frozen=True, kw_only=True):
 
 class FieldView(Struct, frozen=True, kw_only=True):
     """One form field: ``input`` for a text line, ``options`` for a select, neither for a
-    switch."""
+    switch.
+
+    Attributes:
+        field_id: The field's id, a key of `answer.fields`.
+        kind: `text`, `select` or `switch`.
+        label: Its label.
+        required: Whether Send needs it filled in.
+        required_label: The mark of a required field; null when not required.
+        input: The text line of a `text` field; else null.
+        options: The options of a `select` field; else empty.
+    """
 
     field_id: str
     kind: str
@@ -114,13 +144,26 @@ class Body(Struct, frozen=True, kw_only=True, tag_field="kind"):
 
 
 class PermissionBody(Body, frozen=True, kw_only=True, tag="permission"):
-    """One button per option."""
+    """One button per option.
+
+    Attributes:
+        kind: `permission`.
+        buttons: One button per option, in the agent's order.
+    """
 
     buttons: list[PermissionButton]
 
 
 class ChoiceBody(Body, frozen=True, kw_only=True, tag="choice"):
-    """One row per option. With ``multiple`` rows toggle under ``hint`` and ``send`` sends."""
+    """One row per option. With ``multiple`` rows toggle under ``hint`` and ``send`` sends.
+
+    Attributes:
+        kind: `choice`.
+        rows: One row per option.
+        multiple: Whether several rows may be picked (then `send` sends them).
+        hint: The line above the rows of a multiple choice; else null.
+        send: The Send button of a multiple choice; else null (a tap on a row answers).
+    """
 
     rows: list[ChoiceRow]
     multiple: bool
@@ -129,14 +172,26 @@ class ChoiceBody(Body, frozen=True, kw_only=True, tag="choice"):
 
 
 class TextBody(Body, frozen=True, kw_only=True, tag="text"):
-    """One text line and Send."""
+    """One text line and Send.
+
+    Attributes:
+        kind: `text`.
+        input: The text line.
+        send: The Send button's words.
+    """
 
     input: TextInput
     send: str
 
 
 class FormBody(Body, frozen=True, kw_only=True, tag="form"):
-    """Fields in a column under one Send."""
+    """Fields in a column under one Send.
+
+    Attributes:
+        kind: `form`.
+        fields: The fields, in a column.
+        send: The Send button's words.
+    """
 
     fields: list[FieldView]
     send: str
@@ -145,7 +200,16 @@ class FormBody(Body, frozen=True, kw_only=True, tag="form"):
 class OutcomeLine(Struct, frozen=True, kw_only=True):
     """What the card says after a tap (spec T1, R2). ``closed``: the card goes away now;
     ``frozen``: its answers no longer tap; ``retry_label``: a Retry button that sends
-    ``request_id`` again."""
+    ``request_id`` again.
+
+    Attributes:
+        outcome: The tap's outcome (T1's rows).
+        request_id: The tap's request id (Retry sends it again).
+        line: What the card says now; null: nothing.
+        closed: The card goes away now.
+        frozen: Its answers no longer tap.
+        retry_label: A Retry button's words; null: no Retry.
+    """
 
     outcome: str
     request_id: str
@@ -157,7 +221,25 @@ class OutcomeLine(Struct, frozen=True, kw_only=True):
 
 class Card(Struct, frozen=True, kw_only=True):
     """One ask as the phone draws it. ``tool_call_id`` is the tool call it sits under (A1);
-    ``body`` is None exactly when the ask cannot be answered from the phone (A7)."""
+    ``body`` is None exactly when the ask cannot be answered from the phone (A7).
+
+    Attributes:
+        ask_id: The ask's id, for `POST …/asks/{ask}/answer`.
+        version: The ask's version: send it with the answer (a changed ask refuses an old one).
+        kind: `permission`, `choice`, `text` or `form`.
+        tool_call_id: The tool call the card sits under (A1); null: under the last line.
+        caption: The line above the card (who asks).
+        title: The question.
+        text: More words under it; empty when none.
+        deadline: When the ask expires; null: never.
+        deadline_label: The deadline in words ("Expires in 9 min"); null without a deadline.
+        answerable: Whether the phone can answer it (A7).
+        notices: Lines shown on the card (e.g. why it cannot be answered here).
+        body: What it offers to answer with; null exactly when not answerable (A7).
+        outcome: What the last tap came to; null before any tap.
+        answer_url: Where the answer is posted (a crew member's card: the lead's route to
+            that member, W4); the phone walks a member's card the same as a local one.
+    """
 
     ask_id: str
     version: int
@@ -166,24 +248,34 @@ class Card(Struct, frozen=True, kw_only=True):
     caption: str
     title: str
     text: str
-    deadline: datetime | None
+    deadline: Time | None
     deadline_label: str | None
     answerable: bool
     notices: list[str]
     body: Body | None
     outcome: OutcomeLine | None = None
-    answer_url: str = ""  # where the answer is posted: a phone walks a member's card the same
+    answer_url: str = ""
 
 
 class MoreRow(Struct, frozen=True, kw_only=True):
-    """The row "Show N more" under the first cards (spec A8)."""
+    """The row "Show N more" under the first cards (spec A8).
+
+    Attributes:
+        label: "Show N more".
+        count: How many cards are held back.
+    """
 
     label: str
     count: int
 
 
 class CardList(Struct, frozen=True, kw_only=True):
-    """A conversation's cards, and the "Show N more" row when some are held back."""
+    """A conversation's cards, and the "Show N more" row when some are held back.
+
+    Attributes:
+        cards: The cards shown, oldest first.
+        more: The "Show N more" row (A8); null when every card is shown.
+    """
 
     cards: list[Card]
     more: MoreRow | None = None
@@ -238,7 +330,7 @@ def build_card(
         version=ask.version,
         kind=clean(ask.kind, LABEL_LIMIT).text,
         tool_call_id=ask.tool.call_id if ask.tool is not None else None,
-        caption=catalogue.fmt("card_caption", agent=clean(agent_name, LABEL_LIMIT).text),
+        caption=catalogue.fmt("card_caption", agent=clean(agent_name, LABEL_LIMIT).text),  # A2
         title=title,
         text=text,
         deadline=deadline,

@@ -16,7 +16,7 @@ from collie_gateway.views.bar import Bar, Header, Menu, build_bar, build_header,
 from collie_gateway.views.cards import CardList, CardState, build_cards
 from collie_gateway.views.clock import as_utc
 from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, ShownText, clean
-from wire.messages import Conversation, Item
+from wire.messages import Conversation, Item, Time
 
 ECHO_WINDOW = timedelta(seconds=30)  # spec C5: match by text within 30 s
 LINE_LIFETIME = timedelta(minutes=10)  # spec C5: an unechoed line stops showing
@@ -59,7 +59,32 @@ class Note:
 
 
 class ChatLine(Struct, kw_only=True, omit_defaults=True):
-    """One line of the chat."""
+    """One line of the chat.
+
+    Attributes:
+        kind: The item's kind (`user`, `reply`, `thinking`, `tool`, `code`, `markdown`, `link`,
+            `notice`), or `receipt` / `stopped` for the gateway's own lines.
+        id: The item's id (or the note's).
+        text: Its text (redacted, cut to the limits).
+        html: Markdown rendered as HTML (C2), for `markdown` and `reply`.
+        final: False while the item is still being written (deltas follow).
+        cursor: Show a cursor after the text (being written).
+        at: When the item was written.
+        language: A code item's language.
+        url: A link item's URL (https only).
+        label: A link item's words.
+        tool: A tool item's tool name.
+        status: A tool item's status (`running`, `done`, `failed`).
+        output: A tool item's output.
+        mine: A line the person sent from this phone.
+        clock: Show a clock: the person's line is being sent.
+        state: The person's line's state: `sending`, `sent`, `not_confirmed`, `not_sent`.
+        state_label: Its words (C4).
+        request_id: The request id the person's line was sent with.
+        host: A link whose label may lie: its real host, shown beside it.
+        shortened: "Text shortened" when the text was cut at the chat's text limit; null
+            otherwise.
+    """
 
     kind: str
     id: str
@@ -67,7 +92,7 @@ class ChatLine(Struct, kw_only=True, omit_defaults=True):
     html: str | None = None
     final: bool = True
     cursor: bool = False
-    at: datetime | None = None
+    at: Time | None = None
     language: str | None = None
     url: str | None = None
     label: str | None = None
@@ -84,14 +109,36 @@ class ChatLine(Struct, kw_only=True, omit_defaults=True):
 
 
 class Composer(Struct, kw_only=True):
-    """The composer: "Sent" once the agent took the last message; text given back on refusal."""
+    """The composer: "Sent" once the agent took the last message; text given back on refusal.
+
+    Attributes:
+        status: "Sent" once the agent took the last message; else null.
+        text: Text given back after a refusal; else null.
+    """
 
     status: str | None = None
     text: str | None = None
 
 
 class Chat(Struct, kw_only=True):
-    """``GET /api/v1/agents/{agent}/conversations/{id}``."""
+    """``GET /api/v1/agents/{agent}/conversations/{id}``.
+
+    Attributes:
+        agent: The agent's name.
+        conversation_id: The conversation.
+        read_only: A closed conversation: no composer, no bar (L4).
+        header: The header (H1, H2).
+        lines: The chat's lines, oldest first.
+        cards: The open asks' cards.
+        bar: The bottom bar; null when read-only.
+        menu: The pane menu; null when the agent offers none.
+        dots: Whether the agent is working (typing dots).
+        composer: The composer's state.
+        turn: The newest turn: send it with Stop and buttons (B3).
+        event_id: The newest live-stream event this view includes: open the stream with
+            `Last-Event-ID: <event_id>` to get every later change, none twice. Null before the
+            gateway published any event.
+    """
 
     agent: str
     conversation_id: str

@@ -21,7 +21,15 @@ _STATE_KEYS = {
 
 
 class RightEdge(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """D5/D6: counts when ready (``waiting`` null when zero), else a state label."""
+    """D5/D6: counts when ready (``waiting`` null when zero), else a state label.
+
+    Attributes:
+        open: When ready: how many conversations are open (D5); absent otherwise.
+        waiting: When ready: how many wait for the person; absent (not 0) when none does, since D5
+            hides that count.
+        waiting_color: `attention` with a waiting count.
+        label: When not ready: "Starting", "Unreachable" or "Version mismatch" (D6).
+    """
 
     open: int | None = None
     waiting: int | None = None
@@ -30,7 +38,22 @@ class RightEdge(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class AgentRow(msgspec.Struct, kw_only=True):
-    """One durable agent's row (D2–D6, D10)."""
+    """One durable agent's row (D2–D6, D10).
+
+    Attributes:
+        agent: The agent's name in sources.json.
+        line1: Line 1: the name (D2).
+        badge: The badge after it ("Experimental").
+        line2: Line 2: runtime, then local or remote (D3, D4).
+        state: The link's state: `starting`, `ready`, `unreachable`, `version_mismatch`.
+        right: The right edge (D5, D6).
+        waiting: Whether any of its conversations waits for the person.
+        href: The path of its conversation list (D10).
+        runtime: Line 2's runtime part, so a lead can add the member's name (W2); empty when
+            not known.
+        reach: Line 2's local-or-remote part (W2); empty when not known.
+        machine: The crew member the agent runs on (W1); absent for this gateway's own.
+    """
 
     agent: str
     line1: str
@@ -40,21 +63,34 @@ class AgentRow(msgspec.Struct, kw_only=True):
     right: RightEdge
     waiting: bool
     href: str
-    runtime: str = ""  # line 2's parts, so a lead can add the member's name (W2)
+    runtime: str = ""
     reach: str = ""
-    machine: str | None = None  # the crew member it runs on; None: this gateway's own (W1)
+    machine: str | None = None
 
 
 class Space(msgspec.Struct, kw_only=True):
-    """One of the person's spaces (from the gateway's config for now)."""
+    """One of the person's spaces (from the gateway's config for now).
+
+    Attributes:
+        name: The space's name.
+    """
 
     name: str
 
 
 class Section(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """A dashboard section: ``spaces`` or ``durable_agents``. A crew member's section names
-    its ``machine`` and the state of the lead's link to it; ``note`` says why it is not ready
-    (W1)."""
+    """A dashboard section: ``spaces`` or ``durable_agents``.
+
+    Attributes:
+        kind: `spaces` or `durable_agents`.
+        title: The section's title ("Durable agents"); absent for spaces.
+        spaces: The person's spaces (kind `spaces`).
+        rows: One row per agent in sources.json order (kind `durable_agents`).
+        machine: The crew member's machine name, in a member's section on the lead (W1);
+            absent otherwise.
+        state: The state of the lead's link to that member (W1); absent otherwise.
+        note: Why the member is not ready (W1); absent when it is ready or not a member.
+    """
 
     kind: str
     title: str | None = None
@@ -66,7 +102,15 @@ class Section(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class Dashboard(msgspec.Struct, kw_only=True):
-    """``GET /api/v1/dashboard``: sections in the order the phone draws them (D7)."""
+    """``GET /api/v1/dashboard``: sections in the order the phone draws them (D7).
+
+    Attributes:
+        sections: The sections in drawing order (D7).
+        durable_agents_position: Where the Durable agents section is drawn relative to the spaces:
+            `above` while any agent waits for the person, else `below` (D7); null when the section
+            is not drawn (no agents, D8, or none waiting with `pending_only`, D9).
+        pending_only: Whether the answer lists only agents waiting for the person (D9).
+    """
 
     sections: list[Section]
     durable_agents_position: Literal["above", "below"] | None

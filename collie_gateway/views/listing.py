@@ -14,7 +14,7 @@ from collie_gateway.mirror import is_waiting
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.clock import relative_time
 from collie_gateway.views.text import TITLE_LIMIT, clean
-from wire.messages import Conversation, known_state
+from wire.messages import Conversation, Time, known_state
 
 PAGE_SIZE = 100  # spec L6: each "Load more" reads the next 100
 
@@ -47,12 +47,27 @@ class ClosedRead:
 
 
 class ListRow(Struct, kw_only=True):
-    """One conversation (L3): title, status mark, last activity, the line below."""
+    """One conversation (L3): title, status mark, last activity, the line below.
+
+    Attributes:
+        conversation_id: The conversation.
+        title: Its title ("Untitled conversation" when it has none).
+        status: The status mark: `waiting`, `running`, `idle`, `closed` …
+        updated_at: Its last activity.
+        time_label: The last activity in words, relative to now.
+        line: The line below: the waiting question, else the agent's subtitle; null: none.
+        waiting: Whether it waits for the person (such rows come first, L2).
+        open_asks: How many asks wait in it; null (not 0) when it waits for nothing, so the phone
+            shows no count (L3).
+        closed: Whether it is closed.
+        href: The path of its chat.
+        reopen: The Reopen button's words on a closed row (L4); else null.
+    """
 
     conversation_id: str
     title: str
     status: str
-    updated_at: datetime
+    updated_at: Time
     time_label: str
     line: str | None
     waiting: bool
@@ -63,7 +78,13 @@ class ListRow(Struct, kw_only=True):
 
 
 class Footer(Struct, kw_only=True):
-    """The list's footer (L6); ``href`` reads the next page for "Load more"."""
+    """The list's footer (L6); ``href`` reads the next page for "Load more".
+
+    Attributes:
+        kind: `load_more`, `no_list`, `no_answer`, `failed` or `version` (L6).
+        text: The footer's words.
+        href: For `load_more`: the path reading the next page (with its cursor); else null.
+    """
 
     kind: str
     text: str
@@ -71,7 +92,20 @@ class Footer(Struct, kw_only=True):
 
 
 class ConversationList(Struct, kw_only=True):
-    """``GET /api/v1/agents/{agent}/conversations``."""
+    """``GET /api/v1/agents/{agent}/conversations``.
+
+    Attributes:
+        agent: The agent's name.
+        warning: R5's box when the agent speaks another wire version; else null.
+        rows: The open conversations: waiting first, then newest activity first (L2).
+        closed_label: "Closed" above the closed rows; null when there are none.
+        closed: The closed conversations (read from the agent, L5); null when there are none.
+        footer: The footer (L6); null when there is nothing to say.
+        new: The path of the New page (N1); null when refused for its wire version (R5).
+        event_id: The newest live-stream event this view includes: open the stream with
+            `Last-Event-ID: <event_id>` to get every later change, none twice. Null before the
+            gateway published any event.
+    """
 
     agent: str
     warning: str | None

@@ -10,11 +10,12 @@ from typing import Any
 import msgspec
 import pytest
 from aiohttp import web
+from openapi_spec_validator import validate
 from pytest_aiohttp import AiohttpClient
 
 import collie_gateway
 from collie_gateway.app import create_app
-from collie_gateway.openapi import openapi_document
+from collie_gateway.routes import document as openapi_document
 from collie_gateway.settings import Settings
 
 METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
@@ -310,3 +311,94 @@ def test_problems_catches_a_wrong_answer() -> None:
     dashboard = {"$ref": "#/components/schemas/Dashboard"}
     bad = {"sections": [], "durable_agents_position": "left", "pending_only": False}
     assert _problems(doc, dashboard, bad) != []
+
+
+# --- (4) described field by field, one time format --------------------------------------------
+
+
+def test_every_property_parameter_and_body_is_described() -> None:
+    doc = openapi_document()
+    missing = [
+        f"{name}.{prop}"
+        for name, schema in doc["components"]["schemas"].items()
+        for prop, sub in schema.get("properties", {}).items()
+        if not sub.get("description")
+    ]
+    assert missing == []
+    for (method, path), op in _operations(doc).items():
+        assert op["summary"], (method, path)
+        for param in op.get("parameters", []):
+            assert param["description"], (method, path, param["name"])
+        if "requestBody" in op:
+            assert op["requestBody"]["description"], (method, path)
+        for status, response in op["responses"].items():
+            assert response["description"], (method, path, status)
+
+
+def test_what_a_client_must_know_is_explained() -> None:
+    doc = openapi_document()
+    schemas = doc["components"]["schemas"]
+    for screen in ("Chat", "ConversationList"):
+        assert "Last-Event-ID" in schemas[screen]["properties"]["event_id"]["description"]
+    position = schemas["Dashboard"]["properties"]["durable_agents_position"]["description"]
+    assert "above" in position
+    assert "null when" in position
+    assert "not 0" in schemas["ListRow"]["properties"]["open_asks"]["description"]
+    assert "not 0" in schemas["RightEdge"]["properties"]["waiting"]["description"]
+    assert "RFC 3339" in doc["info"]["description"]
+
+
+def _time_properties(doc: dict[str, Any]) -> dict[str, Any]:
+    return {
+        f"{name}.{prop}": sub
+        for name, schema in doc["components"]["schemas"].items()
+        for prop, sub in schema.get("properties", {}).items()
+        if prop in ("at", "deadline") or prop.endswith("_at")
+    }
+
+
+def test_every_time_is_an_rfc3339_string() -> None:
+    times = _time_properties(openapi_document())
+    assert {"DeviceRow.registered_at", "PushRow.at", "ListRow.updated_at"} <= set(times)
+    for where, sub in times.items():
+        kinds = [(k.get("type"), k.get("format")) for k in sub.get("anyOf", [sub])]
+        assert ("string", "date-time") in kinds, where
+
+
+def test_a_route_of_another_module_needs_only_its_entry() -> None:
+    """The generator alone: a regex path parameter, a body of several kinds, an answer with
+    a schema of its own (as a crew member's relayed view)."""
+    from collie_gateway.api import Error
+    from collie_gateway.openapi import Route, openapi_document
+    from collie_gateway.routes import PhonePlain, PhoneTurn
+
+    async def relay(request: object) -> object:
+        """Relay a command to a member.
+
+        The member answers as a local agent would.
+        """
+        return request
+
+    route = Route(
+        "POST",
+        "/api/v1/machines/{device}/{request_id:.+}",
+        relay,
+        {"type": "object"},
+        body=(PhoneTurn, PhonePlain),
+        ok_words="The member's answer",
+    )
+    doc = openapi_document([route], Error)
+    validate(doc)
+    op = doc["paths"]["/api/v1/machines/{device}/{request_id}"]["post"]
+    assert (op["operationId"], op["summary"]) == ("relay", "Relay a command to a member.")
+    assert op["description"] == "The member answers as a local agent would."
+    assert [p["name"] for p in op["parameters"]] == ["device", "request_id"]
+    body = op["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"oneOf": [_ref_of("PhoneTurn"), _ref_of("PhonePlain")]}
+    assert op["responses"]["200"]["content"]["application/json"]["schema"] == {"type": "object"}
+    assert {"400", "401", "413"} <= set(op["responses"])
+    assert {"PhoneTurn", "PhonePlain", "Error"} <= set(doc["components"]["schemas"])
+
+
+def _ref_of(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}

@@ -12,7 +12,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -690,7 +690,8 @@ async def test_410_after_the_phone_registered_again_keeps_the_device(
     )
     devices = (await get_json(client, "/api/v1/devices"))["devices"]
     assert [d["device_id"] for d in devices] == [device]
-    assert devices[0]["registered_at"] == first_ms / 1000 + 1
+    registered = datetime.fromtimestamp(first_ms / 1000 + 1, UTC)
+    assert devices[0]["registered_at"] == registered.isoformat().replace("+00:00", "Z")
 
 
 async def test_sandbox_tokens_go_to_the_sandbox(rig: Rig, svc: Services) -> None:

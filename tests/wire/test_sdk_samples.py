@@ -43,7 +43,7 @@ async def test_desk_shows_every_kind(desk: SampleAgent) -> None:
         hello = (await c.get("/hello")).body
         assert (hello["wire"], hello["runtime"]) == (1, "desk")
         assert set(hello["features"]) == set(FEATURES)
-        assert len((await c.get("/starters")).body["starters"]) == 2
+        assert len((await c.get("/starters")).body["starters"]) == 3
         convs = by_id((await c.get("/conversations?state=open")).body)
         assert set(convs) == DESK_CONVERSATIONS
         asks = {a["id"]: a for conv in convs.values() for a in conv.get("asks", [])}
@@ -218,3 +218,57 @@ async def test_help(name: str) -> None:
     out, _ = await proc.communicate()
     assert proc.returncode == 0
     assert b"--state" in out
+
+
+async def test_desk_ask_me_something_raises_one_ask_of_each_kind(desk: SampleAgent) -> None:
+    """Issue 11.5: the starter opens a new conversation with four asks, every time; an answer
+    is followed by one notice, also after a kill -9."""
+    assert desk.address is not None
+    c = Client(desk.address)
+    try:
+        starters = (await c.get("/starters")).body["starters"]
+        assert starters[0] == {
+            "id": "asks",
+            "label": "Ask me something",
+            "description": "One ask of each kind",
+        }
+        opened = []
+        for request_id in ("s1", "s2"):
+            started = await c.post("/conversations", {"request_id": request_id, "starter": "asks"})
+            assert started.body["outcome"] == "accepted"
+            opened.append(started.body["conversation_id"])
+        assert len(set(opened)) == 2
+        convs = by_id((await c.get("/conversations?state=open")).body)
+        for conversation_id in opened:
+            asks = convs[conversation_id]["asks"]
+            assert [a["kind"] for a in asks] == ["permission", "choice", "text", "form"]
+        first = opened[0]
+        reply = {"request_id": "r1", "version": 1, "answer": {"text": "Rex"}}
+        assert (await c.post(f"/asks/{first}-text/reply", reply)).body == {"outcome": "accepted"}
+        await _until_notice(c, first, "What name? answered: Rex")
+    finally:
+        await c.close()
+    await desk.kill()
+    await desk.start()
+    c = Client(desk.address)
+    try:
+        choice = {"request_id": "r2", "version": 1, "answer": {"option": "blue"}}
+        assert (await c.post(f"/asks/{first}-choice/reply", choice)).body == {
+            "outcome": "accepted"
+        }
+        items = await _until_notice(c, first, "Which colour? answered: blue")
+        texts = [i.get("text") for i in items]
+        assert texts.count("What name? answered: Rex") == 1, "a follow-up added twice"
+    finally:
+        await c.close()
+
+
+async def _until_notice(c: Client, conversation_id: str, text: str) -> list[dict[str, Any]]:
+    for _ in range(200):
+        items: list[dict[str, Any]] = (await c.get(f"/conversations/{conversation_id}")).body[
+            "items"
+        ]
+        if any(i.get("text") == text for i in items):
+            return items
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no notice {text!r}")

@@ -4,6 +4,7 @@ of wire/SPEC.md applied to them exactly once per request id."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import secrets
@@ -191,6 +192,8 @@ class Agent:
             weakref.WeakValueDictionary()
         )
         self._open_asks: dict[str, AskHandle] = {}
+        self._acted: set[tuple[str, str]] = set()  # AskHandle.once marks of this run
+        self._served = False  # an app was built: answers can arrive
         self._inflight: dict[str, tuple[bytes, asyncio.Future[bytes]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._runners: list[AgentRunner] = []
@@ -293,22 +296,26 @@ class Agent:
         setup: Callable[[Agent], Awaitable[None]] | None = None,
         ready: Callable[[AgentRunner], None] | None = None,
     ) -> None:
-        """Start, run ``setup``, serve on ``socket`` (else TCP ``host``:``port``), call
-        ``ready``, and serve until SIGINT or SIGTERM; then close."""
+        """Start, serve on ``socket`` (else TCP ``host``:``port``), run ``setup``, call
+        ``ready``, and serve until SIGINT or SIGTERM; then close.
+
+        The agent listens before ``setup`` runs, so a ``setup`` that waits for an answer
+        (``await ask.wait()``) can be answered; ``ready`` is called once ``setup`` returns.
+        """
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         async with self:
-            if setup is not None:
-                await setup(self)
             if socket is not None:
                 runner = await self.serve_unix(socket)
             else:
                 runner = await self.serve_tcp(host, port)
-            if ready is not None:
-                ready(runner)
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(signum, stop.set)
             try:
+                if setup is not None and not await _unless_stopped(setup(self), stop):
+                    return
+                if ready is not None:
+                    ready(runner)
                 await stop.wait()
             finally:
                 for signum in (signal.SIGINT, signal.SIGTERM):
@@ -1072,6 +1079,23 @@ def _fit(conv: Conversation) -> Conversation:
             break
         kept.append(item)
     return replace(conv, items=[notice, *reversed(kept)])
+
+
+async def _unless_stopped(work: Awaitable[None], stop: asyncio.Event) -> bool:
+    """Run ``work`` until it ends (True) or ``stop`` is set first (then cancel it: False)."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return False
+    task.result()  # setup's own error ends the agent
+    return True
 
 
 def _refused(reason: str) -> CommandResult:

@@ -4,8 +4,10 @@ through the agent's one writer and is sent as events before the call returns."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,6 +19,7 @@ from msgspec.structs import replace
 from wire.agent._store import Tx
 from wire.errors import LocalWireError, RemoteWireError
 from wire.messages import (
+    MAX_ID,
     MAX_TEXT,
     Answer,
     Ask,
@@ -35,7 +38,16 @@ from wire.messages import (
 if TYPE_CHECKING:
     from wire.agent._agent import Agent
 
+
+def _derived_id(base: str, key: str) -> str:
+    """``base:key``, or a digest of it when that is longer than an id may be."""
+    whole = f"{base}:{key}"
+    if len(whole) <= MAX_ID:
+        return whole
+    return "f-" + hashlib.sha256(whole.encode()).hexdigest()
+
 S = TypeVar("S")
+log = logging.getLogger(__name__)
 
 
 class Resolution(msgspec.Struct, frozen=True, kw_only=True):
@@ -483,7 +495,18 @@ class AskHandle:
         self._done.set()
 
     async def wait(self) -> Resolution:
-        """Wait until the ask ends: answered, decided, expired or stopped."""
+        """Wait until the ask ends: answered, decided, expired or stopped.
+
+        Waiting before the agent serves logs a warning: no answer can arrive until it does
+        (wait in ``agent.spawn(...)``, or serve first; ``Agent.run`` serves before ``setup``).
+        """
+        agent = self.conversation.agent
+        if not self._done.is_set() and not agent._served:
+            log.warning(
+                "ask %s: waiting for an answer while the agent does not listen yet: no answer "
+                "can arrive until it serves",
+                self.id,
+            )
         await self._done.wait()
         assert self._resolution is not None
         return self._resolution
@@ -536,6 +559,55 @@ class AskHandle:
             agent._put_ask(tx, self, new, changed=True)
 
         await agent._transact(build)
+
+    async def follow_up(
+        self, text: str, *, kind: str = "notice", key: str = "follow-up"
+    ) -> ItemHandle | None:
+        """Append, once, the item that says what came of the ask (``kind``, ``text``).
+
+        After a restart :meth:`wait` hands a recorded resolution back at once, so code that
+        waits and then appends would append again; this item's id comes from the ask's id and
+        ``key``, and the item is appended only if no run before added it (the id is the
+        mark, written with the item in one transaction). Returns the new item, or None when it
+        was there already or the conversation is closed.
+        """
+        conv = self.conversation
+        item_id = _derived_id(self.id, key)
+        if item_id in conv._item_ids or conv.closed:
+            return None
+        return await conv.append(kind=kind, text=text, id=item_id)
+
+    async def once(
+        self, action: Callable[[Resolution], Awaitable[object]], *, key: str = "action"
+    ) -> bool:
+        """Wait for the resolution and run ``action`` with it, unless this run or one before
+        already ran it for this ask and ``key``. Returns whether it ran now.
+
+        The mark is kept in the agent's state file before ``action`` runs, so an action never
+        runs twice, even across restarts; if the process dies while it runs, it is not run
+        again (make such an action check its own result if it must finish).
+        """
+        resolution = await self.wait()
+        agent = self.conversation.agent
+
+        async def claim(tx: Tx) -> bool:
+            mark = (self.id, key)
+            if mark in agent._acted:
+                return False
+            rows = await agent._store.fetch(
+                "SELECT 1 FROM acted WHERE ask = ? AND key = ?", (self.id, key)
+            )
+            agent._acted.add(mark)
+            if rows:
+                return False
+            tx.on_undo(lambda: agent._acted.discard(mark))
+            tx.execute("INSERT INTO acted (ask, key) VALUES (?, ?)", mark)
+            return True
+
+        if not await agent._transact(claim):
+            return False
+        await action(resolution)
+        return True
 
     async def decide(self, answer: Answer | None = None) -> Resolution:
         """The agent decides the ask itself (``how=decided``); a later reply is answered

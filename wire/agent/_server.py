@@ -272,6 +272,7 @@ def build_app(agent: Agent) -> web.Application:
     )
     app[AGENT] = agent
     app[CLOSING] = asyncio.Event()
+    agent._served = True
     app.on_shutdown.append(_on_shutdown)
     app.on_response_prepare.append(_no_store)
     router = app.router

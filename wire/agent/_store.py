@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,11 @@ CREATE TABLE IF NOT EXISTS requests (
     at_us INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS requests_at ON requests (at_us);
+CREATE TABLE IF NOT EXISTS acted (
+    ask TEXT NOT NULL,
+    key TEXT NOT NULL,
+    PRIMARY KEY (ask, key)
+) WITHOUT ROWID;
 """
 
 
@@ -151,7 +157,9 @@ class Store:
         return self._db
 
     async def open(self) -> None:
-        """Open (or create) the file, WAL, and read where the event log stands."""
+        """Open (or create, mode 0600) the file, WAL, and read where the event log stands."""
+        # SQLite gives the -wal and -shm files the mode of the database file.
+        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
         db = await aiosqlite.connect(self.path, isolation_level=None)
         try:
             await db.execute("PRAGMA journal_mode=WAL")
