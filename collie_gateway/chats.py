@@ -28,6 +28,7 @@ from collie_gateway.views.chat import (
     MyLine,
     Note,
     build_chat,
+    item_line,
     match_echo,
 )
 from collie_gateway.views.listing import (
@@ -372,8 +373,10 @@ class Chats:
                     state.put(item)
                 if item.kind == "user":
                     self._echoed(key, item, now)
+                line = item_line(item, self.gw.settings.catalogue)
                 self.gw.bus.publish(
-                    "chat.item", {"agent": agent, "conversation_id": cid, "item": item}
+                    "chat.item",
+                    {"agent": agent, "conversation_id": cid, "item": item, "line": line},
                 )
             case ItemDelta(item_id=item_id, text=text):
                 if state is not None and fresh:

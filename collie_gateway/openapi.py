@@ -15,7 +15,7 @@ import msgspec
 from collie_gateway.mirror import LinkState
 from collie_gateway.views.bar import Bar, Header
 from collie_gateway.views.cards import Body, CardList, OutcomeLine, TapOutcome
-from collie_gateway.views.chat import Chat, LineState
+from collie_gateway.views.chat import Chat, ChatLine, LineState
 from collie_gateway.views.dashboard import AgentRow, Dashboard
 from collie_gateway.views.listing import ConversationList, Footer, ListRow
 from wire.messages import Item
@@ -91,6 +91,12 @@ class AnswerView(msgspec.Struct, kw_only=True):
     card: OutcomeLine
 
 
+class Strings(msgspec.Struct, kw_only=True):
+    """The phone's catalogue with ``--strings`` applied: every word a client draws."""
+
+    strings: dict[str, str]
+
+
 class NewStarter(msgspec.Struct, kw_only=True):
     """One starter on the New page (N2)."""
 
@@ -133,11 +139,13 @@ class ListRemovedEvent(msgspec.Struct, kw_only=True):
 
 
 class ChatItemEvent(msgspec.Struct, kw_only=True):
-    """``chat.item``: an item appended or updated (the agent's wire item)."""
+    """``chat.item``: an item appended or updated (the agent's wire item, and ``line``: the
+    chat's line for it, Markdown rendered, as ``GET`` of the chat draws it)."""
 
     agent: str
     conversation_id: str
     item: Item
+    line: ChatLine
 
 
 class ChatDeltaEvent(msgspec.Struct, kw_only=True):
@@ -401,6 +409,14 @@ def _paths() -> dict[str, Any]:
         },
         "/openapi.json": {
             "get": _op("openapi", "This document", _json({"type": "object"}, "OpenAPI 3.1"), {})
+        },
+        "/api/v1/strings": {
+            "get": _op(
+                "strings",
+                "Every word the phone draws: the catalogue with --strings applied",
+                _json(_ref("Strings"), "The catalogue"),
+                {},
+            )
         },
         "/api/v1/dashboard": {
             "get": _op(
@@ -678,6 +694,7 @@ def openapi_document() -> dict[str, Any]:
         MessageAnswer,
         AnswerView,
         NewPage,
+        Strings,
         PhoneAnswer,
         PhoneMessage,
         PhoneTurn,

@@ -76,6 +76,11 @@ async def healthz(request: web.Request) -> web.Response:
     return encoded({"ok": True, "agents": len(gw.mirrors), "ready": ready})
 
 
+async def strings(request: web.Request) -> web.Response:
+    """The catalogue with ``--strings`` applied: every word a client draws."""
+    return encoded({"strings": request.app[SETTINGS].catalogue.texts()})
+
+
 async def dashboard(request: web.Request) -> web.Response:
     """D1–D10: the dashboard's sections."""
     pending_only = flag(request, "pending_only")
@@ -533,6 +538,7 @@ def add_routes(app: web.Application) -> None:
     r = app.router
     r.add_get("/healthz", healthz)
     r.add_get("/openapi.json", openapi)
+    r.add_get("/api/v1/strings", strings)
     r.add_get("/api/v1/dashboard", dashboard)
     r.add_get("/api/v1/events", events)
     r.add_get("/api/v1/agents/{agent}", agent_home)

@@ -103,6 +103,7 @@ class Chat(Struct, kw_only=True):
     composer: Composer
     turn: int
     event_id: str | None = None  # the live stream's newest event this view includes
+    now: datetime | None = None  # the gateway's clock: a countdown ticks from it (A3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +250,7 @@ def build_chat(
         dots=dots,
         composer=composer,
         turn=conv.turn,
+        now=ctx.now,
     )
 
 
