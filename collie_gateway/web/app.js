@@ -158,7 +158,7 @@
       h('div', { class: 'grow' }, title), ...extra);
   }
   function show(...nodes) {
-    app.replaceChildren(...nodes);
+    app.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false));
     window.collie.drawn += 1;
   }
   function failed(err, backHref) {
