@@ -160,6 +160,7 @@
   function show(...nodes) {
     app.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false));
     window.collie.drawn += 1;
+    window.collie.drawnAt = performance.now();  // for bench/web_bench.py
   }
   function failed(err, backHref) {
     if (err instanceof NeedToken) return;
@@ -753,7 +754,7 @@
   }
 
   // --- start ---------------------------------------------------------------------------------
-  window.collie = { drawn: 0, events: 0, get lastEventId() { return lastId; }, get streamId() { return streamId; } };
+  window.collie = { drawn: 0, drawnAt: 0, events: 0, get lastEventId() { return lastId; }, get streamId() { return streamId; } };
   let started = false;
   function start() {
     reload();

@@ -66,18 +66,24 @@ async def site(rig: Rig, *, token: str | None = None, clock: Any = None) -> Site
     agent = rig.agent("desk", runtime="desk", features=list(FEATURES))
     sock = await rig.serve("desk")
     conv = await agent.open_conversation("c1", title="Tidy up")
-    settings = Settings(
-        sources=[Source(name="desk", socket=sock)],
-        db_path=rig.tmp / "gateway.db",
-        timing=FAST,
-        clock=clock or rig.clock,
-        token=token,
-    )
-    live = LiveGateway(settings)
-    await live.start()
+    live = await gateway_for(rig, sock, clock=clock or rig.clock, token=token)
     s = Site(rig, live, agent, conv)
     await eventually(lambda: s.gw.mirrors["desk"].state.value == "ready")
     return s
+
+
+async def gateway_for(rig: Rig, sock: Path, **settings: Any) -> LiveGateway:
+    """A started live gateway following the agent ``desk`` on ``sock``."""
+    live = LiveGateway(
+        Settings(
+            sources=[Source(name="desk", socket=sock)],
+            db_path=rig.tmp / "gateway.db",
+            timing=FAST,
+            **settings,
+        )
+    )
+    await live.start()
+    return live
 
 
 @pytest.fixture
@@ -133,16 +139,8 @@ async def test_web_page_served_with_csp_small_and_from_the_catalogue(
     overrides = {"section_durable_agents": "Agenti durevoli", "send": "Invia"}
     agent = rig.agent("desk", runtime="desk")
     sock = await rig.serve("desk")
-    live = LiveGateway(
-        Settings(
-            sources=[Source(name="desk", socket=sock)],
-            db_path=rig.tmp / "g.db",
-            timing=FAST,
-            catalogue=Catalogue(overrides),
-        )
-    )
+    live = await gateway_for(rig, sock, catalogue=Catalogue(overrides))
     closing.append(live)
-    await live.start()
     assert agent is not None
     async with aiohttp.ClientSession() as http:
         async with http.get(live.url) as resp:
@@ -179,16 +177,10 @@ async def test_web_strings_override_changes_the_drawn_page(
 ) -> None:
     rig.agent("desk", runtime="desk")
     sock = await rig.serve("desk")
-    live = LiveGateway(
-        Settings(
-            sources=[Source(name="desk", socket=sock)],
-            db_path=rig.tmp / "g.db",
-            timing=FAST,
-            catalogue=Catalogue({"section_durable_agents": "Agenti durevoli"}),
-        )
+    live = await gateway_for(
+        rig, sock, catalogue=Catalogue({"section_durable_agents": "Agenti durevoli"})
     )
     closing.append(live)
-    await live.start()
     page = await open_page(browser, live.url)
     await expect(page.get_by_role("heading", name="Agenti durevoli")).to_be_visible()
     no_errors(page)
@@ -515,16 +507,8 @@ async def test_web_axe_no_serious_violation_on_any_screen_light_and_dark(
     agent = desk_agent.build(rig.tmp / "desk.agent.db")
     sock = await rig.serve("desk", agent)
     await desk_agent.setup(agent)
-    live = LiveGateway(
-        Settings(
-            sources=[Source(name="desk", socket=sock)],
-            db_path=rig.tmp / "g.db",
-            timing=FAST,
-            spaces=("home",),
-        )
-    )
+    live = await gateway_for(rig, sock, spaces=("home",))
     closing.append(live)
-    await live.start()
     assert live.gateway is not None
     gw = live.gateway
     await eventually(lambda: gw.mirrors["desk"].state.value == "ready")
