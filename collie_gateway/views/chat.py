@@ -72,6 +72,7 @@ class ChatLine(Struct, kw_only=True, omit_defaults=True):
     url: str | None = None
     label: str | None = None
     tool: str | None = None
+    call_id: str | None = None  # a tool line's call id: the card of an ask about it follows (A1)
     status: str | None = None
     output: str | None = None
     mine: bool = False
@@ -156,6 +157,7 @@ def item_line(item: Item, catalogue: Catalogue) -> ChatLine:
             line.label = clean(shown, TITLE_LIMIT).text
         case "tool":
             line.tool = clean(item.name or "", LABEL_LIMIT).text
+            line.call_id = item.call_id
             line.status = item.status
             if item.output is not None:
                 line.output = clean(item.output, TEXT_LIMIT, multiline=True).text

@@ -410,7 +410,7 @@
       if (line.kind === 'thinking') kids.push(h('span', { class: 'sr-only', text: t('web_thinking') + ': ' }));
       kids.push(h('span', { class: 'text', text: line.text || '' }));
     }
-    const el = h('div', { class: cls, id: 'line-' + line.id, 'data-kind': line.kind }, kids);
+    const el = h('div', { class: cls, id: 'line-' + line.id, 'data-kind': line.kind, 'data-call-id': line.call_id }, kids);
     if (line.cursor) el.lastChild.classList.add('cursor'), el.setAttribute('aria-busy', 'true'), el.append(h('span', { class: 'sr-only', text: t('web_writing') }));
     if (line.clock) el.append(h('span', { class: 'clock', role: 'img', 'aria-label': t('web_sending') }));
     if (line.state_label) el.append(h('span', { class: 'state', text: line.state_label }));
@@ -431,6 +431,7 @@
       const firstPending = thread && thread.querySelector('[id^="line-pending:"]');
       if (firstPending && !line.id.startsWith('pending:')) firstPending.before(el); else if (thread) thread.append(el);
     }
+    if (line.kind === 'tool' && st.data.cards.cards.some((c) => c.tool_call_id === line.call_id)) drawCards();
     if (stick) scrollDown();
   }
   function dropEcho(item) {
@@ -455,7 +456,7 @@
     const lines = st.data.lines.concat([...st.pending.values()].filter((p) => !st.data.lines.some((l) => l.id === p.id)));
     const newest = lines[lines.length - 1];
     const dots = !st.data.read_only && newest && newest.mine && [undefined, null, 'sending', 'sent'].includes(newest.state);
-    slot.replaceChildren(dots ? h('div', { class: 'dots thread', role: 'img', 'aria-label': t('web_working') }, h('span'), h('span'), h('span')) : '');
+    slot.replaceChildren(dots ? h('div', { class: 'dots', role: 'img', 'aria-label': t('web_working') }, h('span'), h('span'), h('span')) : '');
   }
 
   // Cards (A1–A8, T1). What the person typed or armed survives a redraw.
@@ -463,7 +464,14 @@
     const st = chatState; const el = document.getElementById('cards');
     if (!el) return;
     const focused = document.activeElement && document.activeElement.id;
-    el.replaceChildren(...st.data.cards.cards.map(cardEl));
+    for (const old of document.querySelectorAll('#thread > article.card')) old.remove();
+    el.replaceChildren();
+    for (const card of st.data.cards.cards) {
+      // A1: a card sits under the tool call it is about, else after the thread.
+      const tool = card.tool_call_id && [...document.querySelectorAll('#thread > .item.tool')]
+        .find((x) => x.dataset.callId === card.tool_call_id);
+      if (tool) tool.after(cardEl(card)); else el.append(cardEl(card));
+    }
     if (st.data.cards.more) {
       el.append(h('button', { class: 'more', 'data-more': st.data.cards.more.count, text: st.data.cards.more.label,
         onclick: () => { allCards.add(st.key); chatAgain(); } }));

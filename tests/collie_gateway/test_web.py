@@ -398,14 +398,14 @@ async def test_stream_dropped_and_gateway_restarted_the_page_catches_up(
     await expect(page.get_by_role("heading", name="Tidy up")).to_be_visible()
     await page.evaluate("window.__same = 1")
     await s.conv.append(kind="notice", text="before the drop")
-    await expect(page.locator(".thread")).to_contain_text("before the drop")
+    await expect(page.locator("#thread")).to_contain_text("before the drop")
     before = await page.evaluate("window.collie.lastEventId")
     # A drop: the server goes, the gateway stays; what happens meanwhile is replayed.
     await s.live.drop()
     await expect(page.locator("#net")).to_contain_text("Reconnecting…")
     await s.conv.append(kind="notice", text="during the drop")
     await s.live.start()
-    await expect(page.locator(".thread")).to_contain_text("during the drop")
+    await expect(page.locator("#thread")).to_contain_text("during the drop")
     await expect(page.locator("#net")).to_be_hidden()
     after = await page.evaluate("window.collie.lastEventId")
     assert after.split("-")[0] == before.split("-")[0]  # the same boot: resumed, not reset
@@ -415,7 +415,7 @@ async def test_stream_dropped_and_gateway_restarted_the_page_catches_up(
     await s.conv.ask(id="late", kind="text", title="Raised after the restart?")
     await expect(page.locator("article.card[data-ask=late]")).to_be_visible()
     await s.conv.append(kind="notice", text="after the restart")
-    await expect(page.locator(".thread")).to_contain_text("after the restart")
+    await expect(page.locator("#thread")).to_contain_text("after the restart")
     assert await page.evaluate("window.__same") == 1
     no_errors(page)
 
@@ -477,9 +477,9 @@ async def test_web_token_asked_once_and_sent_as_a_header(
     await s.conv.append(kind="notice", text="live with a token")
     await page.locator("li[data-agent=desk] a").click()
     await page.get_by_role("link", name=re.compile("Tidy up")).click()
-    await expect(page.locator(".thread")).to_contain_text("live with a token")
+    await expect(page.locator("#thread")).to_contain_text("live with a token")
     await s.conv.append(kind="notice", text="streamed with a token")
-    await expect(page.locator(".thread")).to_contain_text("streamed with a token")
+    await expect(page.locator("#thread")).to_contain_text("streamed with a token")
     assert any("/api/v1/events" in u for u in authed)
     assert not [u for u in urls if "s3cret" in u]
     no_errors(page)
@@ -543,3 +543,160 @@ async def test_web_axe_no_serious_violation_on_any_screen_light_and_dark(
         no_errors(page)
         await page.context.close()
     assert found == []
+
+
+# --- the list: Closed, Load more, Reopen (L2, L4, L6) ----------------------------------------
+
+
+async def test_L4_L6_closed_group_load_more_and_reopen(
+    rig: Rig, browser: Browser, closing: Any
+) -> None:
+    agent = rig.agent("desk", runtime="desk", features=["history", "reopen"])
+    sock = await rig.serve("desk")
+    await agent.open_conversation("open1", title="Still open")
+    for n in range(101):
+        conv = await agent.open_conversation(f"c{n:03}", title=f"Old {n}")
+        await conv.close()
+        rig.clock.advance(seconds=1)
+    live = await gateway_for(rig, sock)
+    closing.append(live)
+    page = await open_page(browser, live.url + "#/a/desk")
+    await expect(page.get_by_role("heading", name="Closed")).to_be_visible()
+    closed = page.locator("#closed-rows > li")
+    await expect(closed).to_have_count(100)
+    await page.get_by_role("button", name="Load more").click()
+    await expect(closed).to_have_count(101)
+    await expect(page.get_by_role("button", name="Load more")).to_have_count(0)
+    await shot(page, "list-closed-light")
+    row = page.locator("li[data-conversation=c000]")
+    await row.get_by_role("button", name="Reopen").click()
+    opened = page.locator("ul.rows").first.locator("li[data-conversation=c000]")
+    await expect(opened).to_be_visible()  # L2: back among the open ones, live
+    await expect(opened.get_by_role("button", name="Reopen")).to_have_count(0)
+    no_errors(page)
+
+
+# --- the chat: the person's line, dots, bar, menu, New page (C4, C6, B1, B2, G2, N1, N2) ------
+
+
+async def test_C4_C6_B1_own_line_dots_bar_and_menu(
+    rig: Rig, browser: Browser, closing: Any
+) -> None:
+    s = await site(rig, clock=lambda: datetime.now(UTC))
+    closing.append(s.live)
+    go = asyncio.Event()
+    tapped: list[str] = []
+
+    @s.agent.on_message
+    async def reply(conv: ConversationHandle, msg: Any) -> None:
+        await go.wait()
+        await conv.append(kind="reply", text=f"Got {msg.text}")
+
+    @s.agent.on_button
+    async def button(conv: ConversationHandle, button_id: str) -> None:
+        tapped.append(button_id)
+
+    from wire.agent import Button
+
+    await s.conv.update(
+        buttons=[
+            Button(id="refresh", label="Refresh", icon="refresh"),
+            Button(id="share", label="Share", icon="star", disabled=True),
+        ]
+    )
+    page = await open_page(browser, s.live.url + "#/a/desk/c/c1")
+    stop = page.locator("#bar-stop")
+    await expect(stop).to_have_attribute("aria-disabled", "true")  # B1: no turn runs: dimmed
+    await expect(page.locator("#bar-b-share")).to_have_attribute("aria-disabled", "true")
+    await page.locator("#bar-b-refresh").click()
+    await eventually(lambda: tapped == ["refresh"])
+    await page.get_by_role("textbox", name="Write a message").fill("tidy the garden notes")
+    await page.get_by_role("button", name="Send", exact=True).click()
+    mine = page.locator(".item.mine")
+    await expect(mine).to_contain_text("tidy the garden notes")
+    await expect(page.locator(".dots")).to_be_visible()  # C6: the agent is working
+    await expect(mine.locator(".clock")).to_have_count(0)  # the agent's copy took its place
+    await expect(mine).to_have_count(1)
+    await expect(stop).not_to_have_attribute("aria-disabled", "true")  # a turn runs
+    await shot(page, "chat-sending-light")
+    go.set()
+    await expect(page.locator("#thread")).to_contain_text("Got tidy the garden notes")
+    await expect(page.locator(".dots")).to_have_count(0)
+    # G2: the menu has "Close conversation"; closing makes the chat read-only with Reopen.
+    await page.get_by_role("button", name="Conversation menu").click()
+    await page.get_by_role("menuitem", name="Close conversation").click()
+    await expect(page.get_by_role("button", name="Reopen")).to_be_visible()
+    await expect(page.get_by_role("textbox", name="Write a message")).to_have_count(0)
+    await page.get_by_role("button", name="Reopen").click()
+    await expect(page.get_by_role("textbox", name="Write a message")).to_be_visible()
+    no_errors(page)
+
+
+async def test_C4_not_confirmed_then_send_again_with_the_same_request_id(
+    rig: Rig, browser: Browser, closing: Any
+) -> None:
+    s = await site(rig)
+    closing.append(s.live)
+    page = await open_page(browser, s.live.url + "#/a/desk/c/c1")
+    await expect(page.get_by_role("heading", name="Tidy up")).to_be_visible()
+    sent: list[dict[str, Any]] = []
+
+    def seen(r: Any) -> None:
+        if r.url.endswith("/messages"):
+            sent.append(json.loads(r.post_data or "{}"))
+
+    page.on("request", seen)
+    runner = s.rig.runners.pop("desk")
+    await runner.close()
+    await eventually(lambda: s.gw.mirrors["desk"].state.value != "ready")
+    box = page.get_by_role("textbox", name="Write a message")
+    await box.fill("are you there?")
+    await page.get_by_role("button", name="Send", exact=True).click()
+    await expect(page.locator(".item.mine")).to_contain_text("Sending, not confirmed")
+    s.rig.runners["desk"] = await s.agent.serve_unix(s.rig.sockets["desk"])
+    await eventually(lambda: s.gw.mirrors["desk"].state.value == "ready")
+    await box.fill("are you there?")
+    await page.get_by_role("button", name="Send", exact=True).click()
+    await eventually(lambda: len(sent) == 2)
+    assert sent[0]["request_id"] == sent[1]["request_id"]
+    await expect(page.locator(".item.mine")).to_have_count(1)
+    await expect(page.locator(".item.mine")).not_to_contain_text("Sending, not confirmed")
+    no_errors(page)
+
+
+async def test_N1_N2_new_page_starter_opens_a_conversation(
+    rig: Rig, browser: Browser, closing: Any
+) -> None:
+    agent = desk_agent.build(rig.tmp / "desk.agent.db")
+    sock = await rig.serve("desk", agent)
+    live = await gateway_for(rig, sock)
+    closing.append(live)
+    assert live.gateway is not None
+    gw = live.gateway
+    await eventually(lambda: gw.mirrors["desk"].state.value == "ready")
+    page = await open_page(browser, live.url + "#/a/desk")
+    await page.get_by_role("link", name="New conversation").click()
+    await expect(page.get_by_role("heading", name="New conversation")).to_be_visible()
+    await page.get_by_role("button", name=re.compile("^Take a note")).click()
+    await expect(page.get_by_role("heading", name="Take a note")).to_be_visible()
+    await expect(page.locator("#thread")).to_contain_text("Started “Take a note”")
+    no_errors(page)
+
+
+async def test_A1_card_sits_under_its_tool_call_and_theme_can_be_fixed(
+    rig: Rig, browser: Browser, closing: Any
+) -> None:
+    s = await site(rig)
+    closing.append(s.live)
+    await s.conv.append(kind="tool", call_id="t1", name="shell", status="running")
+    await s.conv.append(kind="reply", text="After the tool.")
+    await s.conv.ask(id="p", kind="permission", title="Run ls?", tool=TOOL, options=PERMISSION)
+    page = await open_page(browser, s.live.url + "?theme=dark#/a/desk/c/c1")
+    card = page.locator("article.card[data-ask=p]")
+    await expect(card).to_be_visible()
+    after_tool = page.locator(".item.tool[data-call-id=t1] + article.card")
+    await expect(after_tool).to_have_attribute("data-ask", "p")
+    # The page was asked for dark under a light setting: the theme is fixed.
+    bg = await page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert bg == "rgb(18, 18, 18)"
+    no_errors(page)
