@@ -277,7 +277,7 @@
   }
   function convRow(agent, row) {
     const status = t('web_status_' + row.status);
-    return h('li', { 'data-conversation': row.conversation_id },
+    return h('li', { 'data-conversation': row.conversation_id, class: row.reopen ? 'with-action' : null },
       h('a', { class: 'row', href: hrefOf.chat(agent, row.conversation_id) },
         h('span', { class: 'mark ' + row.status, role: 'img', 'aria-label': status }),
         h('div', { class: 'grow' },
@@ -286,7 +286,7 @@
         h('div', { class: 'right' },
           row.open_asks ? h('span', { class: 'count attention', 'aria-label': t('web_count_waiting', { n: row.open_asks }), text: row.open_asks }) : null,
           h('span', { class: 'muted', text: row.time_label }))),
-      row.reopen ? h('div', { class: 'footer' }, h('button', { text: row.reopen, onclick: () => command(agent, row.conversation_id, 'reopen', {}) })) : null);
+      row.reopen ? h('button', { class: 'row-action', text: row.reopen, onclick: () => command(agent, row.conversation_id, 'reopen', {}) }) : null);
   }
 
   // The New page (N1–N3).
