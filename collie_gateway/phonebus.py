@@ -26,7 +26,7 @@ class PhoneEvent:
 
 
 #: Put in a subscription's queue when the stream is to end (the gateway stops).
-END = PhoneEvent("", "", b"")
+END = PhoneEvent(id="", type="", data=b"")  # a sentinel, no event type
 
 
 class Subscription:
@@ -71,6 +71,11 @@ class PhoneBus:
         self.closed = True
         for sub in list(self._subs):
             sub.end()
+
+    def reopen(self) -> None:
+        """Take streams again: the HTTP server was stopped and started while this gateway ran
+        on (the same boot, so phones resume with ``Last-Event-ID``)."""
+        self.closed = False
 
     @property
     def last_id(self) -> str:

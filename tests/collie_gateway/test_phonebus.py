@@ -129,3 +129,17 @@ def test_a_phone_too_far_behind_overflows() -> None:
     assert sub.overflowed
     assert [sub.queue.get_nowait() for _ in range(2)] == events[:2]
     assert sub.queue.empty()
+
+
+def test_a_reopened_bus_takes_streams_again_and_replays_the_same_boot() -> None:
+    bus = PhoneBus()
+    first = bus.publish("dashboard.row", {"n": 1})
+    bus.close()  # the HTTP server stopped: every stream ends, later ones too
+    ended, _ = bus.subscribe(first.id)
+    assert ended.ended
+    bus.publish("dashboard.row", {"n": 2})
+    bus.reopen()  # served again by the same gateway
+    sub, replay = bus.subscribe(first.id)
+    assert not sub.ended
+    assert replay is not None
+    assert [json.loads(e.data)["n"] for e in replay] == [2]
