@@ -215,6 +215,13 @@ async def test_T1_walk_from_dashboard_to_an_ask_and_answer_it_once(
     assert resolution.answer is not None
     assert resolution.answer.option == "allow"
     assert len(answers) == 1  # one tap sent, so the agent acts once
+    # D9: with "pending only" on, the section lists only waiting agents; none waits now.
+    await page.get_by_role("link", name="Back").click()
+    await page.get_by_role("link", name="Back").click()
+    await page.get_by_role("switch", name="Show only panes with pending requests").check()
+    await expect(page.locator("li[data-agent=desk]")).to_have_count(0)
+    await s.conv.ask(id="p2", kind="text", title="And now?")
+    await expect(page.locator("li[data-agent=desk] .count.attention")).to_have_text("1")
     no_errors(page)
 
 
@@ -596,7 +603,7 @@ async def test_C4_C6_B1_own_line_dots_bar_and_menu(
     async def button(conv: ConversationHandle, button_id: str) -> None:
         tapped.append(button_id)
 
-    from wire.agent import Button
+    from wire.agent import Button, Progress, Step
 
     await s.conv.update(
         buttons=[
@@ -618,6 +625,13 @@ async def test_C4_C6_B1_own_line_dots_bar_and_menu(
     await expect(mine.locator(".clock")).to_have_count(0)  # the agent's copy took its place
     await expect(mine).to_have_count(1)
     await expect(stop).not_to_have_attribute("aria-disabled", "true")  # a turn runs
+    # H2: while working, line 2 shows the running step; a percent shows with its bar.
+    steps = [Step(label="Read", state="done"), Step(label="Save a note", state="running")]
+    await s.conv.update(progress=Progress(steps=[*steps, Step(label="Tidy")]))
+    await expect(page.locator("#line2")).to_have_text("Step 2 of 3: Save a note")
+    await s.conv.update(progress=Progress(percent=42, label="loading"))
+    await expect(page.locator("#line2")).to_have_text("42%: loading")
+    await expect(page.get_by_role("progressbar")).to_have_attribute("aria-valuenow", "42")
     await shot(page, "chat-sending-light")
     go.set()
     await expect(page.locator("#thread")).to_contain_text("Got tidy the garden notes")
