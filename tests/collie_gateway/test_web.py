@@ -633,7 +633,25 @@ async def test_C4_C6_B1_own_line_dots_bar_and_menu(
     await expect(page.locator("#line2")).to_have_text("42%: loading")
     await expect(page.get_by_role("progressbar")).to_have_attribute("aria-valuenow", "42")
     await shot(page, "chat-sending-light")
+    # B3: the turn ends while the page can't hear it; its Stop finds the conversation moved on.
+    await page.route("**/api/v1/events*", lambda route: route.abort())
+    await s.live.drop()
+    await s.live.start()
     go.set()
+    await eventually(lambda: not s.conv.running)
+    turn = s.conv.turn
+    async with aiohttp.ClientSession() as http:  # another phone starts the next turn
+        body = {"request_id": "other-phone", "text": "and the roses"}
+        url = s.live.url + "api/v1/agents/desk/conversations/c1/messages"
+        async with http.post(url, json=body) as resp:
+            assert (await resp.json())["outcome"] == "accepted"
+    await eventually(lambda: s.conv.turn == turn + 1)
+    await stop.click()
+    await expect(page.locator("#bar-status")).to_have_text(
+        "The conversation moved on, so the action did not run."
+    )
+    await expect(stop).not_to_have_attribute("aria-disabled", "true")  # it stays usable
+    await page.unroute("**/api/v1/events*")
     await expect(page.locator("#thread")).to_contain_text("Got tidy the garden notes")
     await expect(page.locator(".dots")).to_have_count(0)
     # G2: the menu has "Close conversation"; closing makes the chat read-only with Reopen.
