@@ -317,8 +317,18 @@
     const data = await api(`/api/v1/agents/${enc(agent)}/conversations/${enc(conv)}` + (allCards.has(key) ? '?all_cards=true' : ''));
     if (seq !== loadSeq) return;
     const keepScroll = chatState && chatState.key === key && !nearBottom();
-    chatState = { key, agent, conv, data, skew: data.now ? Date.parse(data.now) - Date.now() : 0, pending: chatState && chatState.key === key ? chatState.pending : new Map() };
+    const same = chatState && chatState.key === key ? chatState : null;
+    chatState = { key, agent, conv, data, skew: data.now ? Date.parse(data.now) - Date.now() : 0, pending: same ? same.pending : new Map(),
+      composerText: same ? same.composerText : undefined, status: same ? same.status : undefined };
+    // A redraw of the same chat keeps what has the focus, and where the caret is.
+    const active = same && document.activeElement;
+    const focusId = active && active.id;
+    const caret = active && typeof active.selectionStart === 'number' ? [active.selectionStart, active.selectionEnd] : null;
     drawChat(keepScroll);
+    if (focusId) {
+      const again = document.getElementById(focusId);
+      if (again) { again.focus({ preventScroll: true }); if (caret && again.setSelectionRange) again.setSelectionRange(caret[0], caret[1]); }
+    }
     view = { name: 'chat', since: data.event_id, live: (ev, replay) => chatEvent(ev, replay) };
     replaySince(data.event_id || mark);
   }

@@ -333,6 +333,11 @@ async def test_A4_choice_text_and_form_cards_answered_in_the_page(
     await expect(name).to_contain_text("0 of 80")
     await name.get_by_role("textbox").fill("Garden plans")
     await expect(name).to_contain_text("12 of 80")
+    # The chat changes while the person types: what they typed, and the focus, stay.
+    await s.conv.update(subtitle="Tidying")
+    await expect(page.locator("#line2")).to_have_text("Tidying")
+    await expect(name.get_by_role("textbox")).to_be_focused()
+    await expect(name.get_by_role("textbox")).to_have_value("Garden plans")
     await name.get_by_role("button", name="Send").click()
     got = await asyncio.wait_for(text.wait(), 5)
     assert got.answer is not None
