@@ -72,9 +72,12 @@
     net.hidden = ok;
     net.textContent = ok ? '' : t('web_reconnecting');
   }
+  let streamGen = 0;  // one stream at a time: a newer runStream ends the older loop
   async function runStream() {
+    const gen = ++streamGen;
+    if (streamCtl) streamCtl.abort();
     let pause = 200;
-    for (;;) {
+    while (gen === streamGen) {
       streamCtl = new AbortController();
       try {
         const extra = { Accept: 'text/event-stream' };
@@ -87,7 +90,7 @@
         let buf = '';
         for (;;) {
           const { value, done } = await reader.read();
-          if (done) break;
+          if (done || gen !== streamGen) break;
           buf += value.replace(/\r\n?/g, '\n');
           let cut;
           while ((cut = buf.indexOf('\n\n')) >= 0) {
@@ -110,6 +113,7 @@
       } catch (err) {
         if (err instanceof NeedToken) return;
       }
+      if (gen !== streamGen) return;
       setOnline(false);
       await new Promise((r) => setTimeout(r, pause));
       pause = Math.min(pause * 2, 3000);
@@ -370,7 +374,7 @@
     const hasMenu = st.data.menu && (st.data.menu.items.length || st.data.menu.reopen);
     show(
       top(h('div', { id: 'header' }), hrefOf.list(r.agent), hasMenu ? menuBtn : null),
-      h('section', { class: 'thread', id: 'thread', role: 'log', 'aria-label': t('web_title') }),
+      h('section', { class: 'thread', id: 'thread', role: 'log', 'aria-label': st.data.header.title }),
       h('div', { id: 'dots-slot' }),
       h('section', { class: 'cards', id: 'cards' }),
       h('footer', { class: 'bottom', id: 'bottom' }));
