@@ -278,12 +278,14 @@ async def test_A5_always_allow_needs_two_taps(rig: Rig, browser: Browser, closin
     page = await open_page(browser, s.live.url + "#/a/desk/c/c1")
     always = page.locator("article.card[data-ask=p] button[data-role=always]")
     await expect(always).to_contain_text("Always allow")
-    await always.click()
+    await always.focus()
+    await page.keyboard.press("Enter")
     await expect(always).to_contain_text("Tap again to always allow")
     await expect(always).to_contain_text("shell")  # the tool's name
     await asyncio.sleep(0.2)
     assert ask.open  # one tap sent nothing
-    await always.click()
+    await expect(always).to_be_focused()  # the redrawn button keeps the focus: the keyboard
+    await page.keyboard.press("Enter")  # sends the second tap
     resolution = await asyncio.wait_for(ask.wait(), 5)
     assert resolution.answer is not None
     assert (resolution.answer.option, resolution.answer.confirmed) == ("always", True)
