@@ -38,6 +38,19 @@ PERMISSION = [
     Option(id="deny", label="No", role="deny"),
 ]
 TOOL = ToolRef(call_id="t1", name="shell")
+S8_THEME = [  # people-in-the-loop S8: property, light, dark
+    ("bg", "#ffffff", "#121212"),
+    ("fg", "#1a1a1a", "#f1f1f1"),
+    ("muted", "#595959", "#bdbdbd"),
+    ("line", "#d0d0d0", "#3c3c3c"),
+    ("accent", "#0b57d0", "#8ab4f8"),
+    ("accent-fg", "#ffffff", "#0b0b0b"),
+    ("warn", "#8a4b00", "#ffb74d"),
+    ("bad", "#b3261e", "#f28b82"),
+    ("radius", "8px", "8px"),
+    ("gap", "12px", "12px"),
+    ("font", "system-ui, sans-serif", "system-ui, sans-serif"),
+]
 
 
 @pytest.fixture
@@ -160,6 +173,16 @@ async def test_web_page_served_with_csp_small_and_from_the_catalogue(
                 sizes += len(body)
                 assert b"://" not in body, f"{name} names another host"
         assert sizes < 150_000
+        async with http.get(live.url + "web/app.css") as resp:
+            css = await resp.text()
+    # S8's theme table: every property, light and dark defaults; the rules use only properties.
+    for name, light, dark in S8_THEME:
+        assert f"--collie-{name}: {light};" in css.split("@media")[0], name
+        dark_block = css.split(':root[data-theme="dark"]')[1].split("}")[0]
+        assert f"--collie-{name}: {dark};" in dark_block or light == dark, name
+    rules = css.split("* { box-sizing: border-box; }")[1].replace("width: 1px; height: 1px;", "")
+    assert not re.findall(r"#[0-9a-fA-F]{3,6}\b|\brgb|\d+px", rules)
+    async with aiohttp.ClientSession() as http:
         async with http.get(live.url + "web/../app.py") as resp:
             assert resp.status == 404
         async with http.get(live.url + "api/v1/strings") as resp:
