@@ -725,15 +725,11 @@
     line.state = res.line_state;
     line.clock = res.line_state === 'sending' || res.line_state === 'sent';
     line.state_label = res.line_state === 'sent' ? undefined : res.label;
-    if (res.line_state === 'not_sent') { st.pending.delete(rid); st.composerText = res.composer_text || text; }
+    if (res.line_state === 'not_sent') st.composerText = res.composer_text || text;
     if (res.line_state === 'sent') st.status = res.label || '';
     else if (res.message) st.status = res.message;
-    putLine(line);
-    if (res.line_state === 'not_sent') {
-      st.data.lines = st.data.lines.filter((l) => l.id !== line.id);
-      const el = document.getElementById('line-' + line.id); if (el) el.remove();
-      announce(res.label || '');
-    }
+    putLine(line);  // C4: "Not sent" stays on the line; its text is back in the composer
+    if (res.line_state === 'not_sent') announce(res.label || '');
     drawDots(); drawBar();
   }
 

@@ -681,6 +681,15 @@ async def test_C4_C6_B1_own_line_dots_bar_and_menu(
         "The conversation moved on, so the action did not run."
     )
     await expect(stop).not_to_have_attribute("aria-disabled", "true")  # it stays usable
+    # C4 "Not sent": a steer into that old turn is refused; the text goes back to the composer.
+    box = page.get_by_role("textbox", name="Write a message")
+    await box.fill("also the tulips")
+    async with page.expect_response(lambda r: r.url.endswith("/messages")) as answered:
+        await page.locator("#bar-steer").click()
+    steer = await (await answered.value).json()
+    assert (steer["line_state"], steer["label"]) == ("not_sent", "Not sent")
+    await expect(box).to_have_value("also the tulips")
+    await expect(page.locator(".item.mine").last).to_contain_text("also the tulipsNot sent")
     await page.unroute("**/api/v1/events*")
     await expect(page.locator("#thread")).to_contain_text("Got tidy the garden notes")
     await expect(page.locator(".dots")).to_have_count(0)
