@@ -259,7 +259,7 @@ async def test_A3_A8_ask_raised_while_the_page_is_open_appears_without_reload(
     deadline = datetime.now(UTC).replace(microsecond=0)
     from datetime import timedelta
 
-    await s.conv.ask(
+    q = await s.conv.ask(
         id="q",
         kind="choice",
         title="Which notebook?",
@@ -288,6 +288,12 @@ async def test_A3_A8_ask_raised_while_the_page_is_open_appears_without_reload(
     await expect(page.get_by_role("button", name="Show 1 more")).to_be_visible()
     await page.get_by_role("button", name="Show 1 more").click()
     await expect(page.locator("article.card")).to_have_count(6)
+    # R3: decided in the agent with no tap: the card goes, the chat keeps a line.
+    await q.decide()
+    await expect(card).to_have_count(0)
+    await expect(page.locator("#thread .receipt .text")).to_have_text(
+        "Decided in the durable agent: Which notebook?"
+    )
     assert await page.evaluate("window.__same") == 1  # no reload
     no_errors(page)
 
