@@ -125,6 +125,16 @@ def no_errors(page: Page) -> None:
     assert page_errors.get(id(page), []) == []
 
 
+async def serious_violations(page: Page) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is drawn now."""
+    results = await Axe().run(page)
+    return [
+        f"{v['id']}: {v['help']} ({len(v['nodes'])} nodes)"
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
 async def goto(page: Page, where: str) -> None:
     """Go to a screen of the page already open (no reload) and wait until it is drawn."""
     before = await page.evaluate("window.collie.drawn")
@@ -509,6 +519,8 @@ async def test_web_token_asked_once_and_sent_as_a_header(
 
     page.on("request", seen)
     await expect(page.get_by_text("This gateway needs its token")).to_be_visible()
+    assert await serious_violations(page) == []
+    await shot(page, "token-light")
     await page.get_by_label("Token").fill("wrong")
     await page.get_by_role("button", name="Continue").click()
     await expect(page.get_by_text("That token was not accepted.")).to_be_visible()
@@ -556,7 +568,6 @@ async def test_web_axe_no_serious_violation_on_any_screen_light_and_dark(
     gw = live.gateway
     await eventually(lambda: gw.mirrors["desk"].state.value == "ready")
     await eventually(lambda: gw.find_ask("desk", "desk-form-ask") is not None)
-    axe = Axe()
     found: list[str] = []
     for scheme in ("light", "dark"):
         page = await open_page(browser, live.url, scheme)
@@ -566,20 +577,12 @@ async def test_web_axe_no_serious_violation_on_any_screen_light_and_dark(
                 await page.locator("button[data-role=always]").click()
             shown = await page.inner_text("body")
             assert not re.search(r"\b(null|undefined|NaN)\b", shown), (name, shown)
-            results = await axe.run(page)
-            for v in results.response["violations"]:
-                if v["impact"] in ("serious", "critical"):
-                    found.append(f"{scheme} {name}: {v['id']} {v['help']}")
+            found += [f"{scheme} {name}: {v}" for v in await serious_violations(page)]
             await shot(page, f"{name}-{scheme}")
         await goto(page, "#/a/desk/c/desk-showcase")
         await page.get_by_role("button", name="Conversation menu").click()
         await expect(page.get_by_role("menuitem", name="Close conversation")).to_be_focused()
-        results = await axe.run(page)
-        found += [
-            f"{scheme} menu: {v['id']}"
-            for v in results.response["violations"]
-            if v["impact"] in ("serious", "critical")
-        ]
+        found += [f"{scheme} menu: {v}" for v in await serious_violations(page)]
         await shot(page, f"menu-{scheme}")
         await page.keyboard.press("Escape")
         await expect(page.get_by_role("button", name="Conversation menu")).to_be_focused()
