@@ -756,7 +756,9 @@
   function askToken() {
     if (asking) return;
     asking = true;
+    streamGen += 1;  // no stream without the token: the loop ends, and says nothing
     if (streamCtl) streamCtl.abort();
+    setOnline(true);
     const wrong = token() !== '';
     const input = h('input', { type: 'password', id: 'token', autocomplete: 'current-password' });
     show(top(h('h1', { text: t('web_title') })), h('form', { class: 'token', onsubmit: (e) => {

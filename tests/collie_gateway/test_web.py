@@ -520,6 +520,8 @@ async def test_web_token_asked_once_and_sent_as_a_header(
     page.on("request", seen)
     await expect(page.get_by_text("This gateway needs its token")).to_be_visible()
     assert await serious_violations(page) == []
+    await page.wait_for_timeout(300)
+    await expect(page.locator("#net")).to_be_hidden()  # no stream without a token: no alarm
     await shot(page, "token-light")
     await page.get_by_label("Token").fill("wrong")
     await page.get_by_role("button", name="Continue").click()
