@@ -26,7 +26,7 @@ class PhoneEvent:
 
 
 #: Put in a subscription's queue when the stream is to end (the gateway stops).
-END = PhoneEvent(id="", type="", data=b"")  # a sentinel, no event type
+END = PhoneEvent("", "", b"")
 
 
 class Subscription:
