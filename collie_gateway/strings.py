@@ -118,7 +118,6 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "push_private": "A durable agent needs your answer",
     # The web companion (ours: words the page adds around the phone's screens)
     "web_title": "Collie",
-    "web_dashboard": "Dashboard",
     "web_spaces": "Spaces",
     "web_back": "Back",
     "web_menu": "Conversation menu",

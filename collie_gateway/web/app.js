@@ -280,7 +280,7 @@
     }
   }
   function convRow(agent, row) {
-    const status = t('web_status_' + row.status);
+    const status = S['web_status_' + row.status] ?? row.status;
     return h('li', { 'data-conversation': row.conversation_id, class: row.reopen ? 'with-action' : null },
       h('a', { class: 'row', href: hrefOf.chat(agent, row.conversation_id) },
         h('span', { class: 'mark ' + row.status, role: 'img', 'aria-label': status }),
@@ -417,7 +417,7 @@
         : h('span', { text: line.label || '' }));
     } else if (line.kind === 'tool') {
       kids.push(h('div', {}, h('strong', { text: line.tool || '' }), ' ',
-        h('span', { class: 'tool-status ' + (line.status || ''), text: line.status ? t('web_tool_' + line.status) : '' })));
+        h('span', { class: 'tool-status ' + (line.status || ''), text: line.status ? (S['web_tool_' + line.status] ?? line.status) : '' })));
       if (line.text) kids.push(h('div', { class: 'text', text: line.text }));
       if (line.output) kids.push(h('pre', {}, h('code', { text: line.output })));
     } else {
@@ -786,5 +786,6 @@
     document.addEventListener('click', (e) => { const m = document.getElementById('menu'); if (m && !m.contains(e.target) && e.target.id !== 'menu-button') closeMenu(); });
   }
   document.title = t('web_title');
+  app.replaceChildren(h('p', { class: 'empty', role: 'status', text: t('web_loading') }));
   start();
 })();

@@ -22,6 +22,7 @@ import pytest
 from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Page, async_playwright, expect
 
+import collie_gateway
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
@@ -29,7 +30,7 @@ from fixtures.agents import desk as desk_agent
 from fixtures.browser import PHONE, LiveGateway, chromium_path
 from tests.collie_gateway.conftest import FAST, Rig, eventually
 from wire.agent import Agent, ConversationHandle, FormField, Option, ToolRef
-from wire.messages import FEATURES
+from wire.messages import CONVERSATION_STATES, FEATURES
 
 SHOTS = Path(os.environ.get("COLLIE_WEB_SHOTS") or Path(tempfile.gettempdir()) / "collie-web-shots")
 PERMISSION = [
@@ -203,6 +204,20 @@ async def test_web_page_served_with_csp_small_and_from_the_catalogue(
     assert embedded is not None
     assert json.loads(embedded.group(1)) == strings
     assert not re.search(r"<script(?![^>]*(src=\"/web/app.js\"|type=\"application/json\"))", page)
+
+
+def test_web_every_word_the_page_draws_is_a_catalogue_key() -> None:
+    script = (Path(collie_gateway.__file__).parent / "web" / "app.js").read_text(encoding="utf-8")
+    keys = set(re.findall(r"\bt\('([a-z0-9_]+)'[,)]", script))
+    prefixes = set(re.findall(r"\bS\['([a-z0-9_]+_)' \+", script))
+    texts = Catalogue().texts()
+    assert len(keys) > 20
+    assert keys - set(texts) == set()
+    assert prefixes == {"web_tool_", "web_status_"}
+    for prefix in prefixes:  # web_tool_ + a tool status, web_status_ + a conversation state
+        assert [k for k in texts if k.startswith(prefix)], prefix
+    assert {f"web_status_{s}" for s in CONVERSATION_STATES} <= set(texts)
+    assert {f"web_tool_{s}" for s in ("running", "done", "failed", "denied")} <= set(texts)
 
 
 async def test_web_strings_override_changes_the_drawn_page(
