@@ -413,15 +413,17 @@ async def test_A4_choice_text_and_form_cards_answered_in_the_page(
     no_errors(page)
 
 
-async def test_T1_decided_first_and_retry_sends_the_same_request_id(
+async def test_T1_decided_changed_and_retry_with_the_same_request_id(
     rig: Rig, browser: Browser, closing: Any
 ) -> None:
     s = await site(rig)
     closing.append(s.live)
     decided = await s.conv.ask(id="d", kind="permission", title="Sync?", options=PERMISSION[::2])
     await s.conv.ask(id="r", kind="permission", title="Run ls?", options=PERMISSION[::2])
+    changed = await s.conv.ask(id="c", kind="permission", title="Sync?", options=PERMISSION[::2])
+    await s.conv.ask(id="a", kind="permission", title="Archive?", options=PERMISSION[::2])
     page = await open_page(browser, s.live.url + "#/a/desk/c/c1")
-    await expect(page.locator("article.card")).to_have_count(2)
+    await expect(page.locator("article.card")).to_have_count(4)
     # The agent decides while the page's stream is cut: the tap finds it decided.
     await page.route("**/api/v1/events*", lambda route: route.abort())
     await s.live.drop()
@@ -432,6 +434,28 @@ async def test_T1_decided_first_and_retry_sends_the_same_request_id(
     await card.get_by_role("button", name=re.compile("^Allow")).click()
     await expect(card).to_contain_text("Decided in the durable agent.")
     await expect(card.get_by_role("button", name=re.compile("^Allow"))).to_be_disabled()
+    # The ask changes unseen: the tap on the old text is not applied; the card reads it again.
+    await changed.change(title="Sync and delete?")
+    await eventually(lambda: s.gw.find_ask("desk", "c").version == 2)
+    card = page.locator("article.card[data-ask=c]")
+    await card.get_by_role("button", name=re.compile("^Allow")).click()
+    await expect(card).to_contain_text("This ask changed. Read it again, then tap an answer.")
+    await expect(card).to_contain_text("Sync and delete?")
+    assert changed.open
+    await card.get_by_role("button", name=re.compile("^Allow")).click()
+    got = await asyncio.wait_for(changed.wait(), 5)
+    assert got.answer is not None
+    assert got.answer.option == "allow"
+    await expect(card).to_have_count(0)
+    # Another phone answered first.
+    async with aiohttp.ClientSession() as http:
+        body = {"request_id": "other-phone", "version": 1, "answer": {"option": "deny"}}
+        url = s.live.url + "api/v1/agents/desk/asks/a/answer"
+        async with http.post(url, json=body) as resp:
+            assert (await resp.json())["outcome"] == "accepted"
+    card = page.locator("article.card[data-ask=a]")
+    await card.get_by_role("button", name=re.compile("^Allow")).click()
+    await expect(card).to_contain_text("Already answered. This card goes away on the next refresh.")
     # The agent's link is down: the tap may not have arrived; Retry sends the same id.
     sent: list[dict[str, Any]] = []
     page.on(
