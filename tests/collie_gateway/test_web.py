@@ -785,7 +785,16 @@ async def test_C4_not_confirmed_then_send_again_with_the_same_request_id(
     no_errors(page)
 
 
-async def test_N1_N2_new_page_starter_opens_a_conversation(
+async def tab_to(page: Page, target: Any) -> None:
+    """Press Tab until ``target`` has the focus (a keyboard-only person's way there)."""
+    for _ in range(40):
+        if await target.evaluate("el => el === document.activeElement"):
+            return
+        await page.keyboard.press("Tab")
+    raise AssertionError(f"Tab never reached {target}")
+
+
+async def test_N1_N2_new_page_starter_opens_a_conversation_by_keyboard(
     rig: Rig, browser: Browser, closing: Any
 ) -> None:
     agent = desk_agent.build(rig.tmp / "desk.agent.db")
@@ -795,12 +804,21 @@ async def test_N1_N2_new_page_starter_opens_a_conversation(
     assert live.gateway is not None
     gw = live.gateway
     await eventually(lambda: gw.mirrors["desk"].state.value == "ready")
-    page = await open_page(browser, live.url + "#/a/desk")
-    await page.get_by_role("link", name="New conversation").click()
+    page = await open_page(browser, live.url)
+    # Only the keyboard: dashboard row, the New page, a starter, then a message.
+    await tab_to(page, page.locator("li[data-agent=desk] a"))
+    await page.keyboard.press("Enter")
+    await tab_to(page, page.get_by_role("link", name="New conversation"))
+    await page.keyboard.press("Enter")
     await expect(page.get_by_role("heading", name="New conversation")).to_be_visible()
-    await page.get_by_role("button", name=re.compile("^Take a note")).click()
+    await tab_to(page, page.get_by_role("button", name=re.compile("^Take a note")))
+    await page.keyboard.press("Enter")
     await expect(page.get_by_role("heading", name="Take a note")).to_be_visible()
     await expect(page.locator("#thread")).to_contain_text("Started “Take a note”")
+    await tab_to(page, page.get_by_role("textbox", name="Write a message"))
+    await page.keyboard.type("keep it short")
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#thread")).to_contain_text("Noted: keep it short.")
     no_errors(page)
 
 
