@@ -247,6 +247,7 @@ def _demo(args: argparse.Namespace) -> int:
         settings = _settings(args, sources_path)
         base = f"http://{settings.host}:{settings.port}"
         print(f"collie-gateway demo: agents and files in {state}")
+        print(f"  the page:   {base}/  (the web companion, in any browser)")
         print(f"  dashboard:  curl {base}/api/v1/dashboard")
         print(f"  live:       curl -N {base}/api/v1/events")
         print(f"  an agent:   curl --unix-socket {state / 'desk.sock'} http://agent/hello")
