@@ -32,6 +32,7 @@ from tests.collie_gateway.conftest import FAST, Rig, eventually
 from wire.agent import Agent, ConversationHandle, FormField, Option, ToolRef
 from wire.messages import CONVERSATION_STATES, FEATURES
 
+expect.set_options(timeout=10_000)  # a shared 2-core machine: slow, never hung
 SHOTS = Path(os.environ.get("COLLIE_WEB_SHOTS") or Path(tempfile.gettempdir()) / "collie-web-shots")
 PERMISSION = [
     Option(id="allow", label="Yes, run it", role="allow"),
