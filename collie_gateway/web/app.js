@@ -343,8 +343,9 @@
     if (!st || d.agent !== st.agent || !newer(ev.id, view.since)) return;
     if (d.conversation_id !== undefined && d.conversation_id !== st.conv) return;
     if (ev.type === 'chat.item') {
-      putLine(d.line);
-      if (d.line.kind === 'user') dropEcho(d.item);
+      const line = d.line || d.item;  // the chat's line, as GET of the chat draws it
+      putLine(line);
+      if (line.kind === 'user') dropEcho(line);
       drawDots();
     } else if (ev.type === 'chat.delta') {
       const line = st.data.lines.find((l) => l.id === d.item_id);

@@ -143,3 +143,16 @@ def test_a_reopened_bus_takes_streams_again_and_replays_the_same_boot() -> None:
     assert not sub.ended
     assert replay is not None
     assert [json.loads(e.data)["n"] for e in replay] == [2]
+def test_closing_ends_every_stream_after_what_it_queued() -> None:
+    # Issue 10: a stopping gateway ends each live stream; events queued first still go out.
+    bus = PhoneBus()
+    sub, _ = bus.subscribe(None)
+    (event,) = publish(bus, 1)
+    bus.close()
+    assert sub.ended
+    assert sub.queue.get_nowait() == event
+    assert sub.queue.get_nowait() is None  # the end
+    assert sub.queue.empty()
+    late, _ = bus.subscribe(None)  # a stream opened while stopping ends at once
+    assert late.ended
+    assert late.queue.get_nowait() is None
