@@ -14,6 +14,7 @@ from tests.wire.conftest import AgentFactory, Client, FakeClock, decoded, eventu
 from wire.agent import (
     Agent,
     Answer,
+    Argument,
     AskHandle,
     Button,
     ConversationHandle,
@@ -205,6 +206,24 @@ async def test_reply_changed(served: Served, client: Client) -> None:
     assert (
         await client.outcome("/asks/a1/reply", reply("r2", version=2, option="allow")) == "accepted"
     )
+
+
+async def test_S1_arguments_reasons_irreversible_and_a_changed_argument(
+    served: Served, client: Client
+) -> None:
+    conv = await served.agent.open_conversation(id="c1")
+    amount = Argument(name="amount", value=40, origin="typed")
+    ask = await permission_ask(conv, arguments=[amount], reasons=["write"], irreversible=True)
+    snapshot = (await client.get("/conversations/c1")).body
+    assert snapshot["asks"][0]["arguments"] == [{"name": "amount", "value": 40, "origin": "typed"}]
+    assert snapshot["asks"][0]["reasons"] == ["write"]
+    assert snapshot["asks"][0]["irreversible"] is True
+    # S2: a changed argument asks again: the version grows and the old answer is "changed".
+    await ask.change(arguments=[Argument(name="amount", value=4000, origin="model")])
+    assert ask.version == 2
+    assert await client.outcome("/asks/a1/reply", reply("r1", option="allow")) == "changed"
+    assert ask.ask.arguments[0].value == 4000
+    assert ask.ask.reasons == ["write"]
 
 
 async def test_reply_to_a_stopped_ask_is_not_open(served: Served, client: Client) -> None:

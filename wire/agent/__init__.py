@@ -28,6 +28,7 @@ from wire.agent._agent import (
 from wire.agent._server import AgentRunner
 from wire.messages import (
     Answer,
+    Argument,
     Button,
     FormField,
     Option,
@@ -42,6 +43,7 @@ __all__ = [
     "Agent",
     "AgentRunner",
     "Answer",
+    "Argument",
     "AskHandle",
     "Button",
     "ButtonHandler",

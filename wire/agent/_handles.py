@@ -19,6 +19,7 @@ from wire.errors import LocalWireError, RemoteWireError
 from wire.messages import (
     MAX_TEXT,
     Answer,
+    Argument,
     Ask,
     Button,
     Conversation,
@@ -261,8 +262,14 @@ class ConversationHandle:
         deadline: datetime | None = None,
         push_title: str | None = None,
         push_line: str | None = None,
+        arguments: Sequence[Argument] = (),
+        reasons: Sequence[str] = (),
+        irreversible: bool = False,
     ) -> AskHandle:
         """Raise an ask (``ask.raised``) and return its handle; ``await handle.wait()``.
+
+        ``arguments`` (each with the origin of its value), ``reasons`` and ``irreversible``
+        describe the call a permission is about (S1); the card shows them.
 
         Give a stable ``id`` to survive restarts: raised again after a restart under the same
         id, an ask answered before returns its recorded resolution and is not raised again;
@@ -292,6 +299,9 @@ class ConversationHandle:
                     push_title=push_title,
                     push_line=push_line,
                     raised_at=agent.now(),
+                    arguments=list(arguments),
+                    reasons=list(reasons),
+                    irreversible=irreversible,
                 )
             )
             existing = agent._open_asks.get(ask.id)
@@ -501,6 +511,9 @@ class AskHandle:
         deadline: datetime | UnsetType | None = UNSET,
         push_title: str | UnsetType | None = UNSET,
         push_line: str | UnsetType | None = UNSET,
+        arguments: Sequence[Argument] | UnsetType = UNSET,
+        reasons: Sequence[str] | UnsetType = UNSET,
+        irreversible: bool | UnsetType = UNSET,
     ) -> None:
         """Change the ask's content: its version grows (``ask.changed``); an answer to the
         old version is answered ``changed``.
@@ -518,9 +531,14 @@ class AskHandle:
                 ("max_length", max_length),
                 ("push_title", push_title),
                 ("push_line", push_line),
+                ("irreversible", irreversible),
             )
             if v is not UNSET
         }
+        if not isinstance(arguments, UnsetType):
+            changes["arguments"] = list(arguments)
+        if not isinstance(reasons, UnsetType):
+            changes["reasons"] = list(reasons)
         if not isinstance(options, UnsetType):
             changes["options"] = list(options)
         if not isinstance(fields, UnsetType):
