@@ -22,6 +22,7 @@ from wire.agent._agent import (
     ConversationHandle,
     ItemHandle,
     MessageHandler,
+    ReplyHandler,
     Resolution,
     StartHandler,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "MessageHandler",
     "Option",
     "Progress",
+    "ReplyHandler",
     "Resolution",
     "SendMessage",
     "StartHandler",

@@ -555,16 +555,25 @@ class AskHandle:
 
         await agent._transact(build)
 
+    async def answered_elsewhere(self) -> Resolution:
+        """The ask was answered somewhere other than through this agent (another channel of
+        a bridged runtime): it resolves ``answered`` with no request id, and a later reply is
+        answered ``answered``. Returns the resolution (the earlier one if it had ended)."""
+        return await self._end("answered")
+
     async def decide(self, answer: Answer | None = None) -> Resolution:
         """The agent decides the ask itself (``how=decided``); a later reply is answered
         ``decided``. Returns the resolution (the earlier one if the ask had already ended)."""
+        return await self._end("decided", answer)
+
+    async def _end(self, how: str, answer: Answer | None = None) -> Resolution:
         agent = self.conversation.agent
 
         async def build(tx: Tx) -> Resolution:
             if agent._open_asks.get(self.id) is not self:
                 assert self._resolution is not None
                 return self._resolution
-            resolution = Resolution(how="decided", at=agent.now(), answer=answer)
+            resolution = Resolution(how=how, at=agent.now(), answer=answer)
             agent._resolve(tx, self, resolution)
             return resolution
 
