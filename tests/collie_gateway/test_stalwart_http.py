@@ -605,3 +605,131 @@ async def test_S5_two_phones_racing_on_two_workers_one_accepted_one_already_answ
         finally:
             for name, bridge in zip(["shop-a", "shop-b"], bridges, strict=True):
                 await stop_bridge(rig, bridge, name)
+
+
+# --- /messages takes no request id: recorded first, never sent again by the bridge ------------
+
+
+class Flaky:
+    """A stalwart-style server whose ``/messages`` runs the turn and then drops the
+    connection (``drop``) or never answers (``hang``); it counts the turns it ran."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.turns = 0
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/config.json", self._config)
+        app.router.add_get("/threads/{id}/interrupts", self._interrupts)
+        app.router.add_get("/threads/{id}/stream", self._stream)
+        app.router.add_post("/threads/{id}/messages", self._messages)
+        return app
+
+    async def _config(self, request: web.Request) -> web.Response:
+        return web.json_response({"name": "shop"})
+
+    async def _interrupts(self, request: web.Request) -> web.Response:
+        return web.json_response({"interrupts": []})
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await asyncio.Event().wait()
+        return response
+
+    async def _messages(self, request: web.Request) -> web.Response:
+        self.turns += 1
+        if self.mode == "hang":
+            await asyncio.Event().wait()
+        assert request.transport is not None
+        request.transport.close()  # the turn ran; its answer is lost
+        return web.json_response({})
+
+
+async def serve_app(stack: AsyncExitStack, app: web.Application) -> str:
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    stack.push_async_callback(runner.cleanup)
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return f"http://127.0.0.1:{port}"
+
+
+NOT_SURE = (
+    "This message may not have reached shop, and it was not sent again. "
+    "Send it again if it is not answered."
+)
+
+
+async def chat_notices(client: TestClient[Any, Any], thread: str) -> list[str]:
+    chat = await get_json(client, f"/api/v1/agents/shop/conversations/{thread}")
+    return [str(line["text"]) for line in chat["lines"] if line["kind"] == "notice"]
+
+
+async def test_C4_S7_a_message_whose_answer_was_lost_is_never_sent_again(rig: Rig) -> None:
+    flaky = Flaky("drop")
+    async with AsyncExitStack() as stack:
+        bridge = await start_bridge(rig, await serve_app(stack, flaky.app()))
+        stack.push_async_callback(lambda: stop_bridge(rig, bridge))
+        await bridge.thread("t1")
+        sock = await rig.serve("shop", bridge.agent)
+        client, gw = await rig.gateway([Source(name="shop", socket=sock)])
+        body = {"request_id": "m1", "text": "charge 40 for 4411"}
+        path = "/api/v1/agents/shop/conversations/t1/messages"
+        await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
+        assert (await post_json(client, path, body))["outcome"] == "accepted"
+
+        async def noticed() -> bool:
+            return NOT_SURE in await chat_notices(client, "t1")
+
+        await eventually(noticed)
+        # The phone retries the same request id: the first result, and no second turn.
+        assert (await post_json(client, path, body))["outcome"] == "accepted"
+        await asyncio.sleep(0.1)
+        assert flaky.turns == 1
+        assert (await chat_notices(client, "t1")).count(NOT_SURE) == 1
+
+
+async def test_C4_S7_a_message_in_flight_when_the_bridge_stopped_is_not_sent_again(
+    rig: Rig,
+) -> None:
+    flaky = Flaky("hang")
+    async with AsyncExitStack() as stack:
+        url = await serve_app(stack, flaky.app())
+        bridge = await start_bridge(rig, url)
+        await bridge.thread("t1")
+        sock = await rig.serve("shop", bridge.agent)
+        client, gw = await rig.gateway([Source(name="shop", socket=sock)])
+        await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
+        body = {"request_id": "m1", "text": "charge 40 for 4411"}
+        path = "/api/v1/agents/shop/conversations/t1/messages"
+        assert (await post_json(client, path, body))["outcome"] == "accepted"
+        await eventually(lambda: flaky.turns == 1)
+        await stop_bridge(rig, bridge)  # the call never ended
+        bridge = await start_bridge(rig, url)
+        stack.push_async_callback(lambda: stop_bridge(rig, bridge))
+        await rig.serve("shop", bridge.agent)
+
+        async def noticed() -> bool:
+            return NOT_SURE in await chat_notices(client, "t1")
+
+        await eventually(noticed)
+        assert flaky.turns == 1
+
+
+async def test_N2_a_new_conversation_from_the_phone_is_a_new_thread(shop: Shop) -> None:
+    new = await get_json(shop.client, "/api/v1/agents/shop/new")
+    assert [s["label"] for s in new["starters"]] == ["New conversation"]
+    started = await post_json(
+        shop.client,
+        "/api/v1/agents/shop/conversations",
+        {"request_id": "s1", "starter": new["starters"][0]["id"]},
+    )
+    thread = started["conversation_id"]
+    await eventually(lambda: thread in shop.gw.mirrors["shop"].conversations)
+    await shop.say(thread, "refund", "m1")
+    [card] = await shop.cards(thread)
+    assert card["title"] == "Which order should I refund?"
+    assert pause_of(shop.store, thread)["id"] == card["ask_id"]
