@@ -145,12 +145,12 @@ def ask_of(interrupt: Mapping[str, Any], words: Words) -> dict[str, Any]:
             value=a.get("value"),
             origin=a["origin"] if isinstance(a.get("origin"), str) else None,
         )
-        for a in interrupt.get("arguments") or []
+        for a in _list(interrupt.get("arguments"))
         if isinstance(a, dict)
     ]
     call: dict[str, Any] = {
         "arguments": arguments,
-        "reasons": [str(r) for r in interrupt.get("reasons") or []],
+        "reasons": [str(r) for r in _list(interrupt.get("reasons"))],
         "irreversible": interrupt.get("irreversible") is True,
     }
     match kind:
@@ -181,7 +181,7 @@ def ask_of(interrupt: Mapping[str, Any], words: Words) -> dict[str, Any]:
                 **call,
             }
         case "saga_stuck":
-            left = [str(x) for x in interrupt.get("left_to_undo") or []]
+            left = [str(x) for x in _list(interrupt.get("left_to_undo"))]
             more = f"\n{', '.join(left)}" if left else ""
             return {
                 "kind": "choice",
@@ -212,6 +212,11 @@ def ask_of(interrupt: Mapping[str, Any], words: Words) -> dict[str, Any]:
         case _:
             # A pause this bridge does not know: shown, never answerable from the phone (A7).
             return {"kind": f"stalwart:{kind}", "title": question, "text": text, "tool": tool}
+
+
+def _list(value: object) -> list[Any]:
+    """``value`` if it is a JSON array, else nothing (a server's bad field loses only itself)."""
+    return value if isinstance(value, list) else []
 
 
 def decision_of(kind: str, reply: Reply) -> dict[str, str]:
@@ -490,7 +495,7 @@ class Bridge:
             if status != 200:
                 log.warning("GET interrupts of %s: %s", thread, status)
                 return []
-            interrupts = [i for i in data.get("interrupts") or [] if _valid(i)]
+            interrupts = [i for i in _list(data.get("interrupts")) if _valid(i)]
             conv = await self.agent.open_conversation(thread)
             if conv.closed:
                 return interrupts
@@ -545,7 +550,7 @@ class Bridge:
         if status != 200:
             await conv.append(kind="notice", text=self._error(data, status))
             return
-        for interrupt in data.get("interrupts") or []:
+        for interrupt in _list(data.get("interrupts")):
             if _valid(interrupt):
                 await self._show_safely(conv, interrupt)
 
@@ -571,7 +576,7 @@ class Bridge:
                 raise OSError(f"resume answered {status}")
             self.ledger.end("resumes", reply.request_id, "done" if status == 200 else "failed")
             if status == 200:
-                for interrupt in data.get("interrupts") or []:
+                for interrupt in _list(data.get("interrupts")):
                     if _valid(interrupt) and interrupt["id"] != handle.id:
                         await self._show_safely(handle.conversation, interrupt)
                 return ReplyResult(outcome="accepted")
@@ -660,7 +665,7 @@ class Bridge:
             case "rollback":
                 lines = [self.words["rollbackTitle"]]
                 for key, label in (("undone", "undone"), ("not_undone", "notUndoable")):
-                    tools = [str(t) for t in step.get(key) or []]
+                    tools = [str(t) for t in _list(step.get(key))]
                     if tools:
                         lines.append(f"{self.words[label]}: {', '.join(tools)}")
                 await conv.append(kind="notice", text="\n".join(lines))

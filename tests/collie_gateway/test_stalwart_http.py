@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -22,8 +23,9 @@ from bridges.stalwart import SIGNATURE, Bridge, StalwartConfig
 from collie_gateway.gateway import Gateway
 from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source
+from fixtures.agents.harness import REPO
 from fixtures.stalwart.server import Webhook, Worker, sign
-from fixtures.stalwart.store import RunStore
+from fixtures.stalwart.store import Pause, Plan, RunStore
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from tests.collie_gateway.push_fixtures import Services, services
 from tests.collie_gateway.test_push_http import asks_of
@@ -733,3 +735,122 @@ async def test_N2_a_new_conversation_from_the_phone_is_a_new_thread(shop: Shop) 
     [card] = await shop.cards(thread)
     assert card["title"] == "Which order should I refund?"
     assert pause_of(shop.store, thread)["id"] == card["ask_id"]
+
+
+# --- a server's odd pauses: shown whole or not answerable, never a crash (A7) -----------------
+
+
+def odd_reader(text: str) -> Plan:
+    """A reader whose pauses a bridge cannot fully show."""
+    return Plan(
+        pauses=(
+            Pause(kind="escalate", question="Escalate to a manager?"),
+            Pause(kind="ask", question="x" * 3000),  # over a wire Label: left out, logged
+            Pause(kind="ask", question="Which order?"),
+        )
+    )
+
+
+async def test_A7_S2_an_unknown_pause_kind_is_shown_unanswerable_and_odd_data_is_contained(
+    rig: Rig,
+) -> None:
+    store = RunStore(rig.tmp / "runs.db", reader=odd_reader)
+    async with Worker(store).serve() as url:
+        bridge = await start_bridge(rig, url)
+        try:
+            await bridge.thread("t1")
+            sock = await rig.serve("shop", bridge.agent)
+            client, gw = await rig.gateway([Source(name="shop", socket=sock)])
+            await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
+            path = "/api/v1/agents/shop/conversations/t1/messages"
+            await post_json(client, path, {"request_id": "m1", "text": "go"})
+            found: list[dict[str, Any]] = []
+
+            async def two() -> bool:
+                nonlocal found
+                chat = await get_json(client, "/api/v1/agents/shop/conversations/t1")
+                found = chat["cards"]["cards"]
+                return len(found) == 2
+
+            await eventually(two)
+            odd, fine = found
+            assert odd["title"] == "Escalate to a manager?"
+            assert odd["answerable"] is False
+            assert odd["notices"] == ["This ask cannot be answered from the phone."]
+            assert (fine["kind"], fine["title"]) == ("text", "Which order?")
+            answer = {"request_id": "r1", "version": 1, "answer": {"text": "4411"}}
+            result = await post_json(
+                client, f"/api/v1/agents/shop/asks/{fine['ask_id']}/answer", answer
+            )
+            assert result["outcome"] == "accepted"
+            assert len(store.open_interrupts("t1")) == 2  # the escalation and the long one wait
+        finally:
+            await stop_bridge(rig, bridge)
+
+
+# --- the bridge and the server as processes, as a person runs them ----------------------------
+
+
+async def test_S7_the_bridge_and_the_server_run_as_processes(rig: Rig) -> None:
+    async with AsyncExitStack() as stack:
+        server = await stack.enter_async_context(
+            Process(["-m", "fixtures.stalwart", "--db", str(rig.tmp / "runs.db"), "--port", "0"])
+        )
+        url = server.ready[0]
+        sock = rig.tmp / "shop.sock"
+        await stack.enter_async_context(
+            Process(
+                [
+                    "-m",
+                    "bridges.stalwart",
+                    "--url",
+                    url,
+                    "--socket",
+                    str(sock),
+                    "--state",
+                    str(rig.tmp / "shop.db"),
+                ]
+            )
+        )
+        client, gw = await rig.gateway([Source(name="shop", socket=sock)])
+        await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
+        home = await get_json(client, "/api/v1/dashboard")
+        assert "shop" in json.dumps(home)
+        started = await post_json(
+            client, "/api/v1/agents/shop/conversations", {"request_id": "s1", "starter": "new"}
+        )
+        thread = started["conversation_id"]
+        await eventually(lambda: thread in gw.mirrors["shop"].conversations)
+        path = f"/api/v1/agents/shop/conversations/{thread}/messages"
+        await post_json(client, path, {"request_id": "m1", "text": "charge 40 for 4411"})
+        await eventually(lambda: bool(gw.mirrors["shop"].conversations[thread].asks))
+        ask = gw.mirrors["shop"].conversations[thread].asks[0]
+        answer = {"request_id": "r1", "version": 1, "answer": {"option": "approve"}}
+        result = await post_json(client, f"/api/v1/agents/shop/asks/{ask.id}/answer", answer)
+        assert result["outcome"] == "accepted"
+
+
+class Process:
+    """``python ARGS`` from the repo, until it prints ``ready …``; SIGTERM on exit."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.args = args
+        self.ready: list[str] = []
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> Process:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, *self.args, cwd=REPO, stdout=asyncio.subprocess.PIPE
+        )
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 20)
+        words = line.decode().split()
+        assert words[:1] == ["ready"], line
+        self.ready = words[1:]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            self.proc.terminate()
+        await asyncio.wait_for(self.proc.wait(), 10)
