@@ -357,7 +357,8 @@ class Bridge:
     """The bridge: ``await bridge.start()``, then serve ``bridge.agent`` (and
     ``bridge.webhook_app()`` when the server posts ``on_interrupt``); ``await bridge.close()``.
 
-    ``clock`` is unix seconds (signatures); ``now`` the SDK agent's clock.
+    ``clock`` is unix seconds (signatures); ``agent_options`` go to the SDK ``Agent``;
+    ``start_timeout`` is how long :meth:`start` waits for ``GET /healthz``.
     """
 
     def __init__(
@@ -368,8 +369,10 @@ class Bridge:
         words: Words | None = None,
         clock: Callable[[], float] = time.time,
         agent_options: Mapping[str, Any] | None = None,
+        start_timeout: float = 30.0,
     ) -> None:
         self.config = config
+        self.start_timeout = start_timeout
         self.state_path = state_path
         self.words = words or Words()
         self.clock = clock
@@ -409,7 +412,13 @@ class Bridge:
             headers=headers,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT, sock_read=None),
         )
-        status, config = await self._call("GET", "config.json")
+        try:
+            await self._healthy()
+            status, config = await self._call("GET", "config.json")
+        except BaseException:
+            await self._http.close()
+            self._http = None
+            raise
         if status == 200 and isinstance(config.get("name"), str) and config["name"].strip():
             self.name = config["name"]
         options: dict[str, Any] = {
@@ -432,6 +441,27 @@ class Bridge:
             await self.sync(conv.id)
             self._follow(conv.id)
         return self.agent
+
+    async def _healthy(self) -> None:
+        """Wait until ``GET /healthz`` answers 200, backing off up to ``start_timeout``.
+
+        Raises:
+            OSError: the server did not answer in time.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.start_timeout
+        pause = 0.05
+        while True:
+            try:
+                status, _ = await self._call("GET", "healthz")
+                if status == 200:
+                    return
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                log.info("%s: not answering yet: %s", self.config.url, exc)
+            if loop.time() + pause > deadline:
+                raise OSError(f"{self.config.url} did not answer /healthz in time")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     async def close(self) -> None:
         """Stop following, close the agent, the session and the ledger."""

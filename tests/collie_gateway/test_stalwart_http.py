@@ -623,6 +623,7 @@ class Flaky:
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/config.json", self._config)
+        app.router.add_get("/healthz", self._config)
         app.router.add_get("/threads/{id}/interrupts", self._interrupts)
         app.router.add_get("/threads/{id}/stream", self._stream)
         app.router.add_post("/threads/{id}/messages", self._messages)
