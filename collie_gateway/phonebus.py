@@ -25,6 +25,10 @@ class PhoneEvent:
     data: bytes
 
 
+#: Put in a subscription's queue when the stream is to end (the gateway stops).
+END = PhoneEvent("", "", b"")
+
+
 class Subscription:
     """One phone's stream: a bounded queue; a phone that falls too far behind is reset."""
 
@@ -33,6 +37,13 @@ class Subscription:
         self.queue: asyncio.Queue[PhoneEvent] = asyncio.Queue()
         self._limit = limit
         self.overflowed = False
+        self.ended = False
+
+    def end(self) -> None:
+        """End the stream: events queued before still go out, then ``END`` wakes its reader."""
+        if not self.ended:
+            self.ended = True
+            self.queue.put_nowait(END)
 
     def push(self, event: PhoneEvent) -> None:
         if self.queue.qsize() >= self._limit:
@@ -53,6 +64,13 @@ class PhoneBus:
         self._ring: deque[PhoneEvent] = deque(maxlen=ring)
         self._subs: set[Subscription] = set()
         self._ring_size = ring
+        self.closed = False
+
+    def close(self) -> None:
+        """End every stream, now and any opened later (the gateway is stopping)."""
+        self.closed = True
+        for sub in list(self._subs):
+            sub.end()
 
     @property
     def last_id(self) -> str:
@@ -75,6 +93,8 @@ class PhoneBus:
         """
         sub = Subscription(self, self._ring_size)
         self._subs.add(sub)
+        if self.closed:
+            sub.end()
         if last_event_id is None:
             return sub, []
         return sub, self.replay_after(last_event_id)
