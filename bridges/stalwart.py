@@ -551,16 +551,25 @@ class Bridge:
 
     async def _show(self, conv: ConversationHandle, interrupt: Mapping[str, Any]) -> AskHandle:
         """Raise the ask of ``interrupt`` (again, under its id), or change it: a new token on
-        a pause shown is ``ask.changed`` even when nothing else differs (S2)."""
+        a pause shown is ``ask.changed`` even when nothing else differs (S2).
+
+        A new pause's token is recorded before its ask is raised (an answer may follow at
+        once); a changed token only after the ask changed, so an answer to what was shown
+        before still carries the old token and is refused (S5)."""
         interrupt_id, token = str(interrupt["id"]), str(interrupt["token"])
+        kind = str(interrupt.get("kind"))
         content = ask_of(interrupt, self.words)
         known = self.ledger.pause(interrupt_id)
-        open_now = next((h for h in conv.asks if h.id == interrupt_id), None)
-        self.ledger.show(interrupt_id, conv.id, str(interrupt.get("kind")), token)
-        if open_now is not None and known is not None and known[2] != token:
-            await open_now.change(**{k: v for k, v in content.items() if k != "kind"})
-            return open_now
-        return await conv.ask(id=interrupt_id, **content)
+        if known is None or known[2] == token:
+            self.ledger.show(interrupt_id, conv.id, kind, token)
+            return await conv.ask(id=interrupt_id, **content)
+        handle = next((h for h in conv.asks if h.id == interrupt_id), None)
+        if handle is None:
+            handle = await conv.ask(id=interrupt_id, **content)
+        if handle.open:
+            await handle.change(**{k: v for k, v in content.items() if k != "kind"})
+        self.ledger.show(interrupt_id, conv.id, kind, token)
+        return handle
 
     # --- the phone's message and answer ------------------------------------------------------
 

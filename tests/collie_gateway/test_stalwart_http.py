@@ -855,3 +855,28 @@ class Process:
         if self.proc.returncode is None:
             self.proc.terminate()
         await asyncio.wait_for(self.proc.wait(), 10)
+
+
+async def test_S2_S3_a_call_changed_while_the_bridge_was_down_asks_again(shop: Shop) -> None:
+    await shop.thread("t1")
+    await shop.say("t1", "charge 40 for order 4411", "m1")
+    [card] = await shop.cards("t1")
+    await stop_bridge(shop.rig, shop.bridge)
+    new = [{"name": "amount", "value": 4000, "origin": "model"}]
+    await asyncio.to_thread(shop.store.change_arguments, card["ask_id"], new)
+    shop.bridge = await start_bridge(shop.rig, shop.url_a)
+    await shop.rig.serve("shop", shop.bridge.agent)
+
+    async def changed() -> bool:
+        found = await shop.cards("t1", 1)
+        return bool(found[0]["version"] > card["version"])
+
+    await eventually(changed)
+    [again] = await shop.cards("t1", 1)
+    assert again["ask_id"] == card["ask_id"]
+    assert [(a["value"], a["origin_label"]) for a in again["call"]["arguments"]] == [
+        ("4000", "the assistant wrote it")
+    ]
+    old = await shop.answer(card["ask_id"], "r1", {"option": "approve"}, version=card["version"])
+    assert old["card"]["line"] == CHANGED
+    assert shop.store.open_interrupts("t1")[0]["arguments"] == new
