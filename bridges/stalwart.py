@@ -380,6 +380,7 @@ class Bridge:
         self._agent_options = dict(agent_options or {})
         self._agent: Agent | None = None
         self._http: aiohttp.ClientSession | None = None
+        self._streams: aiohttp.ClientSession | None = None
         self._ledger: Ledger | None = None
         self._followers: dict[str, asyncio.Task[None]] = {}
         self._resuming: dict[str, asyncio.Event] = {}
@@ -407,17 +408,24 @@ class Bridge:
         """Read the server's name, start the agent, say what an earlier run left unsure,
         raise again every pause still open (same ids, P3), and follow each thread."""
         headers = {"Authorization": f"Bearer {self.config.token}"} if self.config.token else {}
-        self._http = aiohttp.ClientSession(
-            base_url=self.config.url.rstrip("/") + "/",
+        base = self.config.url.rstrip("/") + "/"
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT, sock_read=None)
+        self._http = aiohttp.ClientSession(base_url=base, headers=headers, timeout=timeout)
+        # Streams stay open, one per followed thread: their own pool, without a limit, so they
+        # never hold the connections that answers and turns need.
+        self._streams = aiohttp.ClientSession(
+            base_url=base,
             headers=headers,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT, sock_read=None),
+            timeout=timeout,
+            connector=aiohttp.TCPConnector(limit=0),
         )
         try:
             await self._healthy()
             status, config = await self._call("GET", "config.json")
         except BaseException:
             await self._http.close()
-            self._http = None
+            await self._streams.close()
+            self._http = self._streams = None
             raise
         if status == 200 and isinstance(config.get("name"), str) and config["name"].strip():
             self.name = config["name"]
@@ -473,8 +481,9 @@ class Bridge:
         self._followers.clear()
         if self._agent is not None:
             await self._agent.close()
-        if self._http is not None:
-            await self._http.close()
+        for session in (self._http, self._streams):
+            if session is not None:
+                await session.close()
         if self._ledger is not None:
             self._ledger.close()
 
@@ -649,7 +658,8 @@ class Bridge:
         while True:
             try:
                 last = self.ledger.position(thread)
-                async with self.http.get(
+                assert self._streams is not None
+                async with self._streams.get(
                     self._thread_path(thread, "stream"),
                     headers={"Last-Event-ID": str(last), "Accept": "text/event-stream"},
                 ) as answer:
