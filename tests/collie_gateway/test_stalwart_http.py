@@ -880,3 +880,16 @@ async def test_S2_S3_a_call_changed_while_the_bridge_was_down_asks_again(shop: S
     old = await shop.answer(card["ask_id"], "r1", {"option": "approve"}, version=card["version"])
     assert old["card"]["line"] == CHANGED
     assert shop.store.open_interrupts("t1")[0]["arguments"] == new
+
+
+async def test_S7_many_followed_threads_never_starve_answers(shop: Shop) -> None:
+    """Each followed thread holds a stream open; past aiohttp's 100 pooled connections a turn
+    and an answer must still go through."""
+    for n in range(110):
+        await shop.bridge.thread(f"busy-{n}")
+    await shop.thread("t1")
+    await shop.say("t1", "charge 40 for order 4411", "m1")
+    [card] = await shop.cards("t1")
+    result = await shop.answer(card["ask_id"], "r1", {"option": "approve"})
+    assert result["outcome"] == "accepted"
+    await shop.line("t1", "reply", "Done: charge_card ran.")
