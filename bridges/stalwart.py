@@ -681,18 +681,24 @@ class Bridge:
         except ValueError:
             step = None
         if isinstance(step, dict):
-            await self._apply_step(thread, step)
+            await self._apply_step(thread, step, event_id)
         if event_id is not None and event_id.isascii() and event_id.isdigit():
             self.ledger.move(thread, int(event_id))
 
-    async def _apply_step(self, thread: str, step: Mapping[str, Any]) -> None:
-        """One step of the run as the chat shows it."""
+    async def _apply_step(
+        self, thread: str, step: Mapping[str, Any], step_id: str | None = None
+    ) -> None:
+        """One step of the run as the chat shows it. Its item's id comes from the step's, so
+        a step applied again (the bridge stopped before it recorded its position) shows once."""
         conv = await self.agent.conversation(thread)
         if conv is None or conv.closed:
             return
+        item_id = f"s-{step_id}" if step_id else None
+        if item_id is not None and any(item.id == item_id for item in conv.items):
+            return
         match step.get("type"):
             case "answer" if isinstance(step.get("text"), str) and step["text"]:
-                await conv.append(kind="reply", text=step["text"])
+                await conv.append(kind="reply", text=step["text"], id=item_id)
             case "interrupt" | "changed":
                 await self.sync(thread)
             case "resumed":
@@ -710,14 +716,14 @@ class Bridge:
                 text = f"{self.words['refused']}: {sentence}"
                 if rule:
                     text += f"\n{self.words['rule']}: {rule}"
-                await conv.append(kind="notice", text=text)
+                await conv.append(kind="notice", text=text, id=item_id)
             case "rollback":
                 lines = [self.words["rollbackTitle"]]
                 for key, label in (("undone", "undone"), ("not_undone", "notUndoable")):
                     tools = [str(t) for t in _list(step.get(key))]
                     if tools:
                         lines.append(f"{self.words[label]}: {', '.join(tools)}")
-                await conv.append(kind="notice", text="\n".join(lines))
+                await conv.append(kind="notice", text="\n".join(lines), id=item_id)
                 await self.sync(thread, gone="decided")
             case _:
                 pass  # a message echoed, or a step this bridge does not show

@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from bridges.stalwart import SIGNATURE, Bridge, StalwartConfig
+from bridges.stalwart import SIGNATURE, Bridge, Ledger, StalwartConfig
 from collie_gateway.gateway import Gateway
 from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source
@@ -893,3 +893,22 @@ async def test_S7_many_followed_threads_never_starve_answers(shop: Shop) -> None
     result = await shop.answer(card["ask_id"], "r1", {"option": "approve"})
     assert result["outcome"] == "accepted"
     await shop.line("t1", "reply", "Done: charge_card ran.")
+
+
+async def test_S7_steps_replayed_after_a_restart_show_once(shop: Shop) -> None:
+    await shop.thread("t1")
+    await shop.say("t1", "delete customer c-208", "m1")
+    await shop.say("t1", "hello", "m2")
+    await shop.line("t1", "reply", "Noted: hello")
+    await stop_bridge(shop.rig, shop.bridge)
+    # As if the bridge had stopped before it recorded how far it had read.
+    ledger = Ledger(shop.rig.tmp / "shop.bridge.db.stalwart")
+    ledger.move("t1", 0)
+    ledger.close()
+    shop.bridge = await start_bridge(shop.rig, shop.url_a)
+    await shop.rig.serve("shop", shop.bridge.agent)
+    await shop.say("t1", "bye", "m3")
+    await shop.line("t1", "reply", "Noted: bye")
+    assert await shop.lines("t1", "reply") == ["Noted: hello", "Noted: bye"]
+    notices = await shop.lines("t1", "notice")
+    assert len([n for n in notices if n.startswith("Not done")]) == 1
