@@ -243,7 +243,9 @@ CREATE TABLE IF NOT EXISTS pauses (
     id TEXT PRIMARY KEY, thread TEXT NOT NULL, kind TEXT NOT NULL, token TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS sends (
-    request_id TEXT PRIMARY KEY, thread TEXT NOT NULL, state TEXT NOT NULL
+    request_id TEXT PRIMARY KEY, thread TEXT NOT NULL, state TEXT NOT NULL,
+    text TEXT NOT NULL DEFAULT '', echoed INTEGER NOT NULL DEFAULT 0,
+    seq INTEGER
 );
 CREATE TABLE IF NOT EXISTS resumes (
     request_id TEXT PRIMARY KEY, interrupt_id TEXT NOT NULL, token TEXT NOT NULL,
@@ -307,6 +309,29 @@ class Ledger:
         """How the call ended: ``done``, ``failed`` or ``unknown``."""
         with self._tx() as db:
             db.execute(f"UPDATE {table} SET state = ? WHERE request_id = ?", (state, request_id))
+
+    def sent(self, request_id: str, thread: str, text: str) -> None:
+        """Record a message before ``POST /messages`` (state ``calling``), with its text, so
+        that its echo on the stream is told from a message typed in another channel."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO sends (request_id, thread, state, text, seq) "
+                "VALUES (?, ?, 'calling', ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM sends))",
+                (request_id, thread, text),
+            )
+
+    def echoed(self, thread: str, text: str) -> bool:
+        """Whether a message step is the echo of one of ours (then marked, oldest first)."""
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT request_id FROM sends WHERE thread = ? AND text = ? AND echoed = 0 "
+                "ORDER BY seq LIMIT 1",
+                (thread, text),
+            ).fetchone()
+            if row is None:
+                return False
+            db.execute("UPDATE sends SET echoed = 1 WHERE request_id = ?", (row[0],))
+            return True
 
     def uncertain_sends(self) -> list[tuple[str, str]]:
         """(request id, thread) of messages whose call never ended: the bridge stopped."""
@@ -585,7 +610,7 @@ class Bridge:
     async def _on_message(self, conv: ConversationHandle, msg: SendMessage) -> None:
         """A turn: recorded first, sent once; never sent again by the bridge."""
         self._follow(conv.id)
-        self.ledger.begin("sends", msg.request_id, conv.id)
+        self.ledger.sent(msg.request_id, conv.id, msg.text)
         try:
             status, data = await self._call(
                 "POST", self._thread_path(conv.id, "messages"), {"text": msg.text}
@@ -699,6 +724,10 @@ class Bridge:
         match step.get("type"):
             case "answer" if isinstance(step.get("text"), str) and step["text"]:
                 await conv.append(kind="reply", text=step["text"], id=item_id)
+            case "message" if isinstance(step.get("text"), str) and step["text"]:
+                # Typed in another channel (ours are echoed by the SDK's own user item).
+                if not self.ledger.echoed(thread, step["text"]):
+                    await conv.append(kind="user", text=step["text"], id=item_id)
             case "interrupt" | "changed":
                 await self.sync(thread)
             case "resumed":
@@ -726,7 +755,7 @@ class Bridge:
                 await conv.append(kind="notice", text="\n".join(lines), id=item_id)
                 await self.sync(thread, gone="decided")
             case _:
-                pass  # a message echoed, or a step this bridge does not show
+                pass  # a step this bridge does not show
 
     # --- S6: on_interrupt webhooks ------------------------------------------------------------
 

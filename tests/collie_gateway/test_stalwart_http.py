@@ -912,3 +912,20 @@ async def test_S7_steps_replayed_after_a_restart_show_once(shop: Shop) -> None:
     assert await shop.lines("t1", "reply") == ["Noted: hello", "Noted: bye"]
     notices = await shop.lines("t1", "notice")
     assert len([n for n in notices if n.startswith("Not done")]) == 1
+
+
+async def test_C1_S7_a_message_typed_in_another_channel_shows_ours_once(shop: Shop) -> None:
+    await shop.thread("t1")
+    await shop.say("t1", "hello", "m1")
+    await shop.line("t1", "reply", "Noted: hello")
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{shop.url_b}/threads/t1/messages", json={"text": "hello"}) as answer,
+    ):
+        assert answer.status == 200
+
+    async def both() -> bool:
+        return await shop.lines("t1", "reply") == ["Noted: hello", "Noted: hello"]
+
+    await eventually(both)
+    assert await shop.lines("t1", "user") == ["hello", "hello"]  # ours once, the other once
