@@ -37,14 +37,17 @@ changes only :func:`ask_of`, :func:`decision_of`, :func:`sign` and :meth:`Bridge
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import hashlib
 import hmac
 import json
 import logging
+import os
 import sqlite3
 import string
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -822,14 +825,8 @@ def _valid(interrupt: object) -> bool:
 # --- the command line -------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m bridges.stalwart --url URL --socket PATH --state PATH``."""
-    import argparse
-    import os
-
-    p = argparse.ArgumentParser(
-        prog="python -m bridges.stalwart", description=__doc__.split("\n")[0]
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The bridge's options (``python -m bridges.stalwart``, ``collie-gateway bridge stalwart``)."""
     p.add_argument(
         "--url", required=True, help="the stalwart-style server, e.g. http://127.0.0.1:8700"
     )
@@ -840,21 +837,46 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--webhook-secret-env", help="variable holding the on_interrupt secret")
     p.add_argument("--webhook-port", type=int, help="take on_interrupt webhooks on 127.0.0.1:PORT")
     p.add_argument("--strings", type=Path, help="a JSON object of word overrides (S8 keys)")
-    args = p.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGINT or SIGTERM; 0, or 2 for a bad setting (said on stderr)."""
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-
-    def env(name: str | None) -> str | None:
-        return os.environ.get(name) if name else None
-
-    secret, hook_secret = env(args.secret_env), env(args.webhook_secret_env)
+    values: dict[str, bytes | None] = {}
+    for option in ("token_env", "secret_env", "webhook_secret_env"):
+        name = getattr(args, option)
+        value = os.environ.get(name) if name else None
+        if name and not value:
+            print(f"bridges.stalwart: the variable {name} is not set or empty", file=sys.stderr)
+            return 2
+        values[option] = value.encode() if value else None
+    try:
+        words = Words(
+            json.loads(args.strings.read_text(encoding="utf-8")) if args.strings else None
+        )
+    except (OSError, ValueError, KeyError, AttributeError) as exc:
+        print(f"bridges.stalwart: --strings: {exc}", file=sys.stderr)
+        return 2
+    token = values["token_env"]
     config = StalwartConfig(
         url=args.url,
-        token=env(args.token_env),
-        secret=secret.encode() if secret else None,
-        webhook_secret=hook_secret.encode() if hook_secret else None,
+        token=token.decode() if token else None,
+        secret=values["secret_env"],
+        webhook_secret=values["webhook_secret_env"],
     )
-    overrides = json.loads(args.strings.read_text(encoding="utf-8")) if args.strings else None
-    asyncio.run(_serve(config, args.state, args.socket, args.webhook_port, Words(overrides)))
+    for path in (args.socket, args.state):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    asyncio.run(_serve(config, args.state, args.socket, args.webhook_port, words))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bridges.stalwart --url URL --socket PATH --state PATH``."""
+    p = argparse.ArgumentParser(
+        prog="python -m bridges.stalwart", description=__doc__.split("\n")[0]
+    )
+    add_arguments(p)
+    sys.exit(run(p.parse_args(argv)))
 
 
 async def _serve(
