@@ -45,6 +45,7 @@ import hmac
 import json
 import logging
 import os
+import signal
 import sqlite3
 import string
 import sys
@@ -882,8 +883,6 @@ def main(argv: list[str] | None = None) -> None:
 async def _serve(
     config: StalwartConfig, state: Path, socket: Path, webhook_port: int | None, words: Words
 ) -> None:
-    import signal
-
     bridge = Bridge(config, state_path=state, words=words)
     await bridge.start()
     runner = await bridge.agent.serve_unix(socket)
