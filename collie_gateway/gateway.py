@@ -23,6 +23,7 @@ from collie_gateway.redact import Redactor
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
 from collie_gateway.store import Store
+from collie_gateway.supervisor import Supervisor
 from collie_gateway.views.cards import CardState, build_card
 from collie_gateway.views.chat import Note
 from collie_gateway.views.dashboard import Dashboard, agent_row, build_dashboard
@@ -69,6 +70,7 @@ class Gateway:
         self._tasks: set[asyncio.Task[object]] = set()
         self.hooks: list[Callable[[AgentMirror, AgentEvent, Change], None]] = []
         self.pushing: Pushing = Pushing(self, PushTargets())
+        self.supervisor = Supervisor([s.bridge for s in settings.sources if s.bridge is not None])
 
     @property
     def redact(self) -> Callable[[str], str]:
@@ -83,6 +85,7 @@ class Gateway:
         gateway.mirrors = await store.load_mirrors(gateway.sources)
         gateway.pushing = await Pushing.open(gateway, settings.push_targets)
         store.start_flusher()
+        gateway.supervisor.start()
         gateway.spawn(gateway._resend_loop(), "resend-loop")
         for source in settings.sources:
             link = AgentLink(source, gateway.mirrors[source.name], gateway, settings.timing)
@@ -94,6 +97,7 @@ class Gateway:
         """Stop every link and task, and close the store."""
         for link in self.links.values():
             await link.close()
+        await self.supervisor.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

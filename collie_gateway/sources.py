@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from collie_gateway.errors import SourcesError
+from collie_gateway.supervisor import BridgeCommand
 
-_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env"})
+_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "stalwart"})
+AGENTS_DIR = Path("~/.collie/agents")  # a bridge's socket and state, by default
 _TOP_KEYS = frozenset({"durable_agents"})
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})  # spec D4, literally
 
@@ -28,6 +31,7 @@ class Source:
     socket: Path | None = None
     url: str | None = None
     token: str | None = None
+    bridge: BridgeCommand | None = None  # the gateway runs this bridge, serving ``socket``
 
     @property
     def local(self) -> bool:
@@ -104,8 +108,13 @@ def _entry(entry: object, where: str, env: Mapping[str, str]) -> Source:
     unknown = sorted(set(entry) - _ENTRY_KEYS)
     if unknown:
         raise SourcesError(
-            f"{where}: unknown key {unknown[0]!r} (known: name, socket, url, token_env)"
+            f"{where}: unknown key {unknown[0]!r} (known: name, socket, url, token_env, stalwart)"
         )
+    if "stalwart" in entry:
+        if "socket" in entry or "url" in entry or "token_env" in entry:
+            raise SourcesError(f'{where}: "stalwart" is given alone, without "socket" or "url"')
+        bridge = _stalwart_bridge(name, entry["stalwart"], f'{where}: "stalwart"', env)
+        return Source(name=name, socket=bridge.socket, bridge=bridge)
     socket, url = entry.get("socket"), entry.get("url")
     if (socket is None) == (url is None):
         raise SourcesError(f'{where}: give exactly one of "socket" or "url", not both or neither')
@@ -127,3 +136,53 @@ def _entry(entry: object, where: str, env: Mapping[str, str]) -> Source:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SourcesError(f"{where}: url {url!r} must be http:// or https:// with a host")
     return Source(name=name, url=url.rstrip("/"), token=token)
+
+
+_STALWART_KEYS = frozenset(
+    {"url", "token_env", "secret_env", "webhook_secret_env", "webhook_port", "socket", "state"}
+)
+
+
+def _stalwart_bridge(name: str, spec: object, where: str, env: Mapping[str, str]) -> BridgeCommand:
+    """``{"stalwart": {"url": "http://127.0.0.1:8700", "token_env": "…"}}``: the bridge
+    ``bridges.stalwart`` to a stalwart-style server (people-in-the-loop S7). Optional:
+    ``secret_env`` (resumes are signed, S6), ``webhook_secret_env`` and ``webhook_port``
+    (``on_interrupt`` deliveries), ``socket`` and ``state`` (default ``~/.collie/agents/``)."""
+    if not isinstance(spec, dict):
+        raise SourcesError(f'{where} must be an object with "url"')
+    unknown = sorted(set(spec) - _STALWART_KEYS)
+    if unknown:
+        raise SourcesError(
+            f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_STALWART_KEYS))})"
+        )
+    url = spec.get("url")
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SourcesError(f'{where}: "url" must be http:// or https:// with a host')
+    argv = [sys.executable, "-m", "bridges.stalwart", "--url", str(url)]
+    for key in ("token_env", "secret_env", "webhook_secret_env"):
+        variable = spec.get(key)
+        if variable is None:
+            continue
+        if not isinstance(variable, str) or not variable:
+            raise SourcesError(f'{where}: "{key}" must be the name of a variable')
+        if not env.get(variable):
+            raise SourcesError(f"{where}: the variable {variable} is not set or empty")
+        argv += ["--" + key.replace("_", "-"), variable]
+    port = spec.get("webhook_port")
+    if port is not None:
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+            raise SourcesError(f'{where}: "webhook_port" must be a port number')
+        argv += ["--webhook-port", str(port)]
+    socket = _path(spec.get("socket"), f'{where}: "socket"', AGENTS_DIR / f"{name}.sock")
+    state = _path(spec.get("state"), f'{where}: "state"', AGENTS_DIR / f"{name}.stalwart.db")
+    argv += ["--socket", str(socket), "--state", str(state)]
+    return BridgeCommand(name=name, argv=tuple(argv), socket=socket)
+
+
+def _path(value: object, where: str, default: Path) -> Path:
+    if value is None:
+        return default.expanduser()
+    if not isinstance(value, str) or not value:
+        raise SourcesError(f"{where} must be a path")
+    return Path(value).expanduser()

@@ -20,9 +20,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from bridges.stalwart import SIGNATURE, Bridge, Ledger, StalwartConfig
+from collie_gateway.errors import SourcesError
 from collie_gateway.gateway import Gateway
 from collie_gateway.mirror import LinkState
-from collie_gateway.sources import Source
+from collie_gateway.sources import Source, parse_sources
 from fixtures.agents.harness import REPO
 from fixtures.stalwart.server import Webhook, Worker, sign
 from fixtures.stalwart.store import Pause, Plan, RunStore
@@ -929,3 +930,70 @@ async def test_C1_S7_a_message_typed_in_another_channel_shows_ours_once(shop: Sh
 
     await eventually(both)
     assert await shop.lines("t1", "user") == ["hello", "hello"]  # ours once, the other once
+
+
+# --- sources.json: the gateway runs the bridge itself ------------------------------------------
+
+
+def test_S7_sources_stalwart_entry(rig: Rig) -> None:
+    data = {
+        "durable_agents": [
+            {
+                "name": "shop",
+                "stalwart": {
+                    "url": "http://127.0.0.1:8700",
+                    "token_env": "SHOP_TOKEN",
+                    "socket": str(rig.tmp / "shop.sock"),
+                    "state": str(rig.tmp / "shop.db"),
+                },
+            }
+        ]
+    }
+    [source] = parse_sources(data, "sources.json", {"SHOP_TOKEN": "t"})
+    assert source.socket == rig.tmp / "shop.sock"
+    assert source.bridge is not None
+    argv = source.bridge.argv
+    assert argv[1:5] == ("-m", "bridges.stalwart", "--url", "http://127.0.0.1:8700")
+    assert argv[argv.index("--token-env") : argv.index("--token-env") + 2] == (
+        "--token-env",
+        "SHOP_TOKEN",
+    )
+    for bad, said in (
+        ({"url": "ftp://x"}, "http://"),
+        ({"url": "http://127.0.0.1:8700", "token_env": "NOPE"}, "NOPE is not set"),
+        ({"url": "http://127.0.0.1:8700", "colour": 1}, "unknown key 'colour'"),
+    ):
+        entry = {"durable_agents": [{"name": "shop", "stalwart": bad}]}
+        with pytest.raises(SourcesError, match=said):
+            parse_sources(entry, "sources.json", {})
+    both = {"durable_agents": [{"name": "shop", "socket": "/x", "stalwart": {"url": "http://a"}}]}
+    with pytest.raises(SourcesError, match="alone"):
+        parse_sources(both, "sources.json", {})
+
+
+async def test_S7_the_gateway_runs_and_restarts_the_bridge_from_sources(rig: Rig) -> None:
+    async with AsyncExitStack() as stack:
+        server = await stack.enter_async_context(
+            Process(["-m", "fixtures.stalwart", "--db", str(rig.tmp / "runs.db"), "--port", "0"])
+        )
+        entry = {
+            "name": "shop",
+            "stalwart": {
+                "url": server.ready[0],
+                "socket": str(rig.tmp / "shop.sock"),
+                "state": str(rig.tmp / "shop.db"),
+            },
+        }
+        sources = parse_sources({"durable_agents": [entry]}, "sources.json", {})
+        client, gw = await rig.gateway(sources)
+        await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY, within=30)
+        child = gw.supervisor.children["shop"]
+        assert child.starts == 1
+        assert child.process is not None
+        child.process.kill()  # the bridge dies: the gateway starts it again
+        await eventually(lambda: child.starts == 2, within=30)
+        await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY, within=30)
+        started = await post_json(
+            client, "/api/v1/agents/shop/conversations", {"request_id": "s1", "starter": "new"}
+        )
+        assert started["outcome"] == "accepted"
