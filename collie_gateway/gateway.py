@@ -97,13 +97,13 @@ class Gateway:
         """Stop every link and task, and close the store."""
         for link in self.links.values():
             await link.close()
-        await self.supervisor.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.chats.close()
         await self.pushing.close()
         await self.store.close()
+        await self.supervisor.close()  # last: the bridges it runs are no longer spoken to
 
     def spawn(self, coro: Coroutine[object, object, object], name: str) -> None:
         """Run ``coro`` in the background, kept until it ends."""
