@@ -85,7 +85,8 @@ class Gateway:
         gateway.mirrors = await store.load_mirrors(gateway.sources)
         gateway.pushing = await Pushing.open(gateway, settings.push_targets)
         store.start_flusher()
-        gateway.supervisor.start()
+        if gateway.supervisor.children:
+            gateway.supervisor.start()
         gateway.spawn(gateway._resend_loop(), "resend-loop")
         for source in settings.sources:
             link = AgentLink(source, gateway.mirrors[source.name], gateway, settings.timing)
@@ -103,7 +104,8 @@ class Gateway:
         await self.chats.close()
         await self.pushing.close()
         await self.store.close()
-        await self.supervisor.close()  # last: the bridges it runs are no longer spoken to
+        if self.supervisor.children:  # last: the bridges it runs are no longer spoken to
+            await self.supervisor.close()
 
     def spawn(self, coro: Coroutine[object, object, object], name: str) -> None:
         """Run ``coro`` in the background, kept until it ends."""
