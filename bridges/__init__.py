@@ -1,3 +1,3 @@
-"""Bridges: wire-v1 agents, built on the SDK, that put other agent runtimes on the phone.
-
-Each imports ``wire`` only, never ``collie_gateway``."""
+"""Bridges: wire-v1 agents built on the SDK (``wire.agent``) that put agents speaking another
+protocol on the phone. One module per peer protocol; only ``wire`` is imported, never
+``collie_gateway``."""

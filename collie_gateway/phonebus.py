@@ -25,25 +25,22 @@ class PhoneEvent:
     data: bytes
 
 
-#: Put in a subscription's queue when the stream is to end (the gateway stops).
-END = PhoneEvent("", "", b"")
-
-
 class Subscription:
     """One phone's stream: a bounded queue; a phone that falls too far behind is reset."""
 
     def __init__(self, bus: PhoneBus, limit: int) -> None:
         self._bus = bus
-        self.queue: asyncio.Queue[PhoneEvent] = asyncio.Queue()
+        # ``None`` in the queue: the stream is to end (the gateway stops).
+        self.queue: asyncio.Queue[PhoneEvent | None] = asyncio.Queue()
         self._limit = limit
         self.overflowed = False
         self.ended = False
 
     def end(self) -> None:
-        """End the stream: events queued before still go out, then ``END`` wakes its reader."""
+        """End the stream: events queued before still go out, then ``None`` wakes its reader."""
         if not self.ended:
             self.ended = True
-            self.queue.put_nowait(END)
+            self.queue.put_nowait(None)
 
     def push(self, event: PhoneEvent) -> None:
         if self.queue.qsize() >= self._limit:

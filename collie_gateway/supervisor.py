@@ -1,10 +1,6 @@
-"""Bridges the gateway runs itself (``sources.json`` entries such as ``"stalwart": {…}``): each
-is a command line serving a wire-v1 agent on a Unix socket. A bridge that exits is started
-again after a pause that doubles up to a cap (and starts over after a long run); every line it
-prints goes to the gateway's log under ``collie_gateway.bridge.<name>``.
-
-Minimal on purpose (issue 14); the generic supervisor of issue 13 replaces it when merged.
-"""
+"""Bridges the gateway starts and keeps running: any command line that serves a wire-v1 agent
+on a Unix socket (``bridges.acp`` today). Each is restarted with backoff when it exits; every
+line it prints goes to the gateway's log, under ``collie_gateway.bridge.<name>``."""
 
 from __future__ import annotations
 
@@ -17,71 +13,85 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class BridgeCommand:
-    """A bridge: ``argv`` serves its agent on ``socket``; ``env`` is added to the gateway's."""
+    """A bridge to run: ``argv`` serves the agent on ``socket``; ``env`` is added to the
+    gateway's environment."""
 
     name: str
     argv: tuple[str, ...]
     socket: Path
+    cwd: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """Pauses before a restart: ``first`` seconds, doubling up to ``cap``; a run longer than
-    ``stable`` starts from ``first`` again. ``grace``: SIGTERM, then this long, then SIGKILL."""
+    """Restart delays (seconds): ``first``, doubling up to ``cap``; a run longer than
+    ``stable`` starts again from ``first``."""
 
     first: float = 0.5
     cap: float = 30.0
     stable: float = 10.0
-    grace: float = 5.0
+    grace: float = 5.0  # SIGTERM, then this long, then SIGKILL
 
 
-class _Child:
+class Supervised:
+    """One bridge: started, watched, restarted, stopped."""
+
     def __init__(self, command: BridgeCommand, backoff: Backoff) -> None:
         self.command = command
         self.backoff = backoff
         self.log = logging.getLogger(f"collie_gateway.bridge.{command.name}")
-        self.process: asyncio.subprocess.Process | None = None
         self.starts = 0
-        self.stopping = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+        self.process: asyncio.subprocess.Process | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
 
-    async def watch(self) -> None:
+    def start(self) -> None:
+        """Start watching (the first run starts at once)."""
+        self._task = asyncio.create_task(self._run(), name=f"bridge-{self.command.name}")
+
+    async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        pause = self.backoff.first
-        while not self.stopping.is_set():
-            began = loop.time()
-            code: int | None = None
+        delay = self.backoff.first
+        cmd = self.command
+        while not self._stop.is_set():
+            started = loop.time()
             try:
                 self.process = await asyncio.create_subprocess_exec(
-                    *self.command.argv,
+                    *cmd.argv,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.STDOUT,
-                    env={**os.environ, **self.command.env},
-                    start_new_session=True,  # its children are stopped with it
+                    cwd=cmd.cwd,
+                    env={**os.environ, **cmd.env},
+                    start_new_session=True,
                 )
             except OSError as exc:
-                self.log.error("cannot start: %s", exc)
+                self.log.error("bridge %s cannot start: %s", cmd.name, exc)
+                code: int | None = None
             else:
                 self.starts += 1
                 assert self.process.stdout is not None
-                async for line in self.process.stdout:
-                    self.log.warning("%s", line.decode("utf-8", "replace").rstrip())
+                while line := await self.process.stdout.readline():
+                    text = line.decode("utf-8", "replace").rstrip()
+                    self.log.warning("%s: %s", cmd.name, text)
                 code = await self.process.wait()
-            if self.stopping.is_set():
+            if self._stop.is_set():
                 return
-            if loop.time() - began > self.backoff.stable:
-                pause = self.backoff.first
-            self.log.warning("exited (%s); starting again in %.1f s", code, pause)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, self.backoff.cap)
+            if loop.time() - started > self.backoff.stable:
+                delay = self.backoff.first
+            self.log.warning("bridge %s exited (%s); restarting in %.1f s", cmd.name, code, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.backoff.cap)
 
-    async def stop(self) -> None:
-        self.stopping.set()
+    async def close(self) -> None:
+        """Stop the bridge (SIGTERM, then SIGKILL after the grace period) and its watcher."""
+        self._stop.set()
         proc = self.process
         if proc is not None and proc.returncode is None:
             for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -92,23 +102,23 @@ class _Child:
                     break
                 except TimeoutError:
                     continue
-        if self.task is not None:
-            self.task.cancel()
+        if self._task is not None:
+            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+                await self._task
 
 
 class Supervisor:
-    """Every bridge of the gateway: :meth:`start`, then :meth:`close`."""
+    """Every bridge of the gateway."""
 
     def __init__(self, commands: Sequence[BridgeCommand], backoff: Backoff | None = None) -> None:
-        self.children = {c.name: _Child(c, backoff or Backoff()) for c in commands}
+        self.children = {c.name: Supervised(c, backoff or Backoff()) for c in commands}
 
     def start(self) -> None:
-        """Start each bridge (and watch it)."""
+        """Start every bridge."""
         for child in self.children.values():
-            child.task = asyncio.ensure_future(child.watch())
+            child.start()
 
     async def close(self) -> None:
-        """Stop each bridge."""
-        await asyncio.gather(*(child.stop() for child in self.children.values()))
+        """Stop every bridge."""
+        await asyncio.gather(*(child.close() for child in self.children.values()))

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Final
+from urllib.parse import quote
 
 from msgspec import Struct
 
@@ -174,6 +175,7 @@ class Card(Struct, frozen=True, kw_only=True):
     body: Body | None
     outcome: OutcomeLine | None = None
     call: CallDetails | None = None
+    answer_url: str = ""  # where the answer is posted: a phone walks a member's card the same
 
 
 class ArgumentRow(Struct, frozen=True, kw_only=True):
@@ -271,6 +273,9 @@ def build_card(
         body=body,
         outcome=outcome,
         call=call,
+        answer_url=(
+            f"/api/v1/agents/{quote(agent_name, safe='')}/asks/{quote(ask.id, safe='')}/answer"
+        ),
     )
 
 

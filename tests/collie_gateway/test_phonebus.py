@@ -129,3 +129,18 @@ def test_a_phone_too_far_behind_overflows() -> None:
     assert sub.overflowed
     assert [sub.queue.get_nowait() for _ in range(2)] == events[:2]
     assert sub.queue.empty()
+
+
+def test_closing_ends_every_stream_after_what_it_queued() -> None:
+    # Issue 10: a stopping gateway ends each live stream; events queued first still go out.
+    bus = PhoneBus()
+    sub, _ = bus.subscribe(None)
+    (event,) = publish(bus, 1)
+    bus.close()
+    assert sub.ended
+    assert sub.queue.get_nowait() == event
+    assert sub.queue.get_nowait() is None  # the end
+    assert sub.queue.empty()
+    late, _ = bus.subscribe(None)  # a stream opened while stopping ends at once
+    assert late.ended
+    assert late.queue.get_nowait() is None

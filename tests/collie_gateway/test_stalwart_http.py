@@ -960,7 +960,7 @@ def test_S7_sources_stalwart_entry(rig: Rig) -> None:
     )
     for bad, said in (
         ({"url": "ftp://x"}, "http://"),
-        ({"url": "http://127.0.0.1:8700", "token_env": "NOPE"}, "NOPE is not set"),
+        ({"url": "http://127.0.0.1:8700", "token_env": ""}, "name of a variable"),
         ({"url": "http://127.0.0.1:8700", "colour": 1}, "unknown key 'colour'"),
     ):
         entry = {"durable_agents": [{"name": "shop", "stalwart": bad}]}
