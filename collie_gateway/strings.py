@@ -89,6 +89,17 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "refused_always_hidden": (
         '"Always allow" is not offered for this ask: the whole text was not shown.'
     ),  # ours (A5, A6)
+    # S1 / S8 — what a call will use, why it waits, irreversible (S8's keys and words)
+    "argumentsTitle": "What it will use",
+    "origin_typed": "you typed it",
+    "origin_reply": "you answered it",
+    "origin_context": "from your account",
+    "origin_computed": "calculated",
+    "origin_result": "from an earlier step",
+    "origin_model": "the assistant wrote it",
+    "origin_agent": "from another assistant",
+    "reasonsTitle": "Why this needs you",
+    "irreversible": "Nothing can undo this step once it runs.",
     # R — receipts
     "receipt_expired": "Timed out before an answer:",
     "receipt_decided": "Decided in the durable agent:",

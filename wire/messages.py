@@ -52,6 +52,9 @@ ASK_KINDS: Final = ("permission", "choice", "text", "form")
 OPTION_ROLES: Final = ("allow", "always", "deny", "cancel")
 FIELD_KINDS: Final = ("text", "select", "switch")
 RESOLUTIONS: Final = ("answered", "decided", "expired", "stopped")
+# Where an argument's value came from (people-in-the-loop S1); ``result:<step>`` names a step.
+ARGUMENT_ORIGINS: Final = ("typed", "reply", "context", "computed", "result", "model", "agent")
+MAX_REASONS: Final = 100
 
 
 def known_state(state: str) -> str:
@@ -139,6 +142,16 @@ class FormField(Base, frozen=True, kw_only=True):
     max_length: Length | None = None
 
 
+class Argument(Base, frozen=True, kw_only=True):
+    """One argument of the call an ask is about (S1): ``value`` is any JSON, shown as text;
+    ``origin`` says where it came from (open set: ``typed``, ``reply``, ``context``,
+    ``computed``, ``result:<step>``, ``model``, ``agent``)."""
+
+    name: Label
+    value: Any = None
+    origin: Label | None = None
+
+
 class Ask(Base, frozen=True, kw_only=True):
     """A question to the person. ``id`` is stable across the agent's restarts;
     ``version`` grows whenever the content changes."""
@@ -158,6 +171,9 @@ class Ask(Base, frozen=True, kw_only=True):
     push_title: Label | None = None
     push_line: Label | None = None
     raised_at: Time | None = None
+    arguments: Annotated[list[Argument], Meta(max_length=MAX_LIST)] = []
+    reasons: Annotated[list[Label], Meta(max_length=MAX_REASONS)] = []
+    irreversible: bool = False
 
 
 class Item(Base, frozen=True, kw_only=True):
@@ -452,10 +468,7 @@ class _TypeProbe(Struct):
     type: str
 
 
-EVENT_TYPES: Final = frozenset(
-    str(t.__struct_config__.tag)
-    for t in AgentEvent.__args__
-)
+EVENT_TYPES: Final = frozenset(str(t.__struct_config__.tag) for t in AgentEvent.__args__)
 
 
 # Built once at import: the hot paths.

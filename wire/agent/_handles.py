@@ -19,6 +19,7 @@ from wire.errors import LocalWireError, RemoteWireError
 from wire.messages import (
     MAX_TEXT,
     Answer,
+    Argument,
     Ask,
     Button,
     Conversation,
@@ -261,8 +262,14 @@ class ConversationHandle:
         deadline: datetime | None = None,
         push_title: str | None = None,
         push_line: str | None = None,
+        arguments: Sequence[Argument] = (),
+        reasons: Sequence[str] = (),
+        irreversible: bool = False,
     ) -> AskHandle:
         """Raise an ask (``ask.raised``) and return its handle; ``await handle.wait()``.
+
+        ``arguments`` (each with the origin of its value), ``reasons`` and ``irreversible``
+        describe the call a permission is about (S1); the card shows them.
 
         Give a stable ``id`` to survive restarts: raised again after a restart under the same
         id, an ask answered before returns its recorded resolution and is not raised again;
@@ -292,6 +299,9 @@ class ConversationHandle:
                     push_title=push_title,
                     push_line=push_line,
                     raised_at=agent.now(),
+                    arguments=list(arguments),
+                    reasons=list(reasons),
+                    irreversible=irreversible,
                 )
             )
             existing = agent._open_asks.get(ask.id)
@@ -501,6 +511,9 @@ class AskHandle:
         deadline: datetime | UnsetType | None = UNSET,
         push_title: str | UnsetType | None = UNSET,
         push_line: str | UnsetType | None = UNSET,
+        arguments: Sequence[Argument] | UnsetType = UNSET,
+        reasons: Sequence[str] | UnsetType = UNSET,
+        irreversible: bool | UnsetType = UNSET,
     ) -> None:
         """Change the ask's content: its version grows (``ask.changed``); an answer to the
         old version is answered ``changed``.
@@ -518,9 +531,14 @@ class AskHandle:
                 ("max_length", max_length),
                 ("push_title", push_title),
                 ("push_line", push_line),
+                ("irreversible", irreversible),
             )
             if v is not UNSET
         }
+        if not isinstance(arguments, UnsetType):
+            changes["arguments"] = list(arguments)
+        if not isinstance(reasons, UnsetType):
+            changes["reasons"] = list(reasons)
         if not isinstance(options, UnsetType):
             changes["options"] = list(options)
         if not isinstance(fields, UnsetType):
@@ -537,16 +555,25 @@ class AskHandle:
 
         await agent._transact(build)
 
+    async def answered_elsewhere(self) -> Resolution:
+        """The ask was answered somewhere other than through this agent (another channel of
+        a bridged runtime): it resolves ``answered`` with no request id, and a later reply is
+        answered ``answered``. Returns the resolution (the earlier one if it had ended)."""
+        return await self._end("answered")
+
     async def decide(self, answer: Answer | None = None) -> Resolution:
         """The agent decides the ask itself (``how=decided``); a later reply is answered
         ``decided``. Returns the resolution (the earlier one if the ask had already ended)."""
+        return await self._end("decided", answer)
+
+    async def _end(self, how: str, answer: Answer | None = None) -> Resolution:
         agent = self.conversation.agent
 
         async def build(tx: Tx) -> Resolution:
             if agent._open_asks.get(self.id) is not self:
                 assert self._resolution is not None
                 return self._resolution
-            resolution = Resolution(how="decided", at=agent.now(), answer=answer)
+            resolution = Resolution(how=how, at=agent.now(), answer=answer)
             agent._resolve(tx, self, resolution)
             return resolution
 
