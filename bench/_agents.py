@@ -104,8 +104,12 @@ class Host:
         before = store.last_event_id
         started = time.perf_counter()
         item = await conv.append(kind="reply", final=False)
+        agent = self.agents[name]
+        paced = bool(command.get("paced"))
         for index in range(int(command["deltas"])):
             await item.delta(f"w{index:04d} ")
+            if paced:  # one commit, so one chunk on each stream, per delta
+                await agent._store.transact(_nothing)
         await item.finish()
         return {
             "item": item.id,
@@ -130,6 +134,10 @@ class Host:
 
     async def close(self) -> None:
         await asyncio.gather(*(a.close() for a in self.agents.values()), return_exceptions=True)
+
+
+async def _nothing(tx: object) -> None:
+    return None
 
 
 async def main(spec: Any) -> None:
