@@ -148,6 +148,11 @@ async def deltas_part(
         await probe.end("backlog")
         out["backlog"] = {"made": made, "direct": direct, "phone": box[0]}
         # --- paced: each delta committed (and sent) alone, as a model's tokens come ----------
+        await probe.begin("idle")  # what the gateway spends doing nothing, for comparison
+        idle = Timer()
+        await asyncio.sleep(2.0)
+        await probe.end("idle")
+        out["idle_s"] = idle.elapsed
         for phones in (1, 10):
             boxes = [box] + [[Arrivals(paced)] for _ in range(phones - 1)]
             box[0] = Arrivals(paced)
@@ -155,13 +160,14 @@ async def deltas_part(
             await asyncio.sleep(0.3)
             mode = f"paced{phones}"
             await probe.begin(mode)
+            took = Timer()
             made = await agents.call(
                 {"cmd": "stream", "agent": CHAT, "deltas": paced, "paced": True}, within=120.0
             )
             for b in boxes:
                 await wait_done(b[0], 30.0)
             await probe.end(mode)
-            out[mode] = {"made": made, "phones": [b[0] for b in boxes]}
+            out[mode] = {"made": made, "phones": [b[0] for b in boxes], "s": took.elapsed}
             for task in more:
                 task.cancel()
             await asyncio.gather(*more, return_exceptions=True)
@@ -347,6 +353,12 @@ def report(r: Json, args: argparse.Namespace) -> None:
         )
     backlog = r["probe"].cpu["backlog"] / n * 1e6
     row("  baseline: the same deltas as a backlog", f"{backlog:.0f} µs per delta")
+    idle = r["probe"].cpu["idle"] / r["deltas"]["idle_s"]
+    spent = r["deltas"]["paced1"]["s"] * idle / args.paced * 1e6
+    row(
+        "  the gateway idle (not taken off)",
+        f"{idle * 1e3:.1f} ms CPU a second = {spent:.0f} µs per paced delta at this rate",
+    )
     for phones, target in ((1, RELAY_TARGET_US), (10, RELAY10_TARGET_US)):
         row(f"  target <= {target} µs ({phones})", verdict(per_phone[phones] <= target))
 

@@ -131,9 +131,10 @@ class Gateway:
 
     def event_received(self, mirror: AgentMirror, event: AgentEvent, change: Change) -> None:
         """An agent event was applied to the mirror."""
-        # Item events change no stored row: only the agent's last event id moves.
-        is_item = isinstance(event, ItemDelta | ItemAppended | ItemUpdated)
-        self.store.mark(mirror.name, None if is_item else change.conversation_id)
+        # Item events change no stored row: they do not wake the store. (The stored last
+        # event id then lags behind them; a link takes a snapshot when it starts anyway.)
+        if not isinstance(event, ItemDelta | ItemAppended | ItemUpdated):
+            self.store.mark(mirror.name, change.conversation_id)
         if change.counts_changed:
             self._publish_row(mirror)
         now = self.settings.clock()
