@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, NamedTuple, cast
 from urllib.parse import quote
 
 import msgspec
@@ -92,14 +92,24 @@ def agent_row(source: Source, mirror: AgentMirror, catalogue: Catalogue) -> Agen
     )
 
 
+class EncodedRow(NamedTuple):
+    """An :class:`AgentRow` as already encoded for the live stream, and whether it waits."""
+
+    raw: msgspec.Raw
+    waiting: bool
+
+
 def build_dashboard(
-    rows: Iterable[AgentRow],
+    rows: Iterable[AgentRow | EncodedRow],
     spaces: Iterable[str],
     catalogue: Catalogue,
     *,
     pending_only: bool = False,
 ) -> Dashboard:
-    """The dashboard: D7 (above while any waits), D8 (no agents, no section), D9."""
+    """The dashboard: D7 (above while any waits), D8 (no agents, no section), D9.
+
+    Rows given encoded stay ``msgspec.Raw`` in the result, which is then for encoding only.
+    """
     all_rows = list(rows)
     space_section = Section(kind="spaces", spaces=[Space(name=s) for s in spaces])
     if not all_rows:
@@ -114,6 +124,12 @@ def build_dashboard(
         return Dashboard(
             sections=[space_section], durable_agents_position=None, pending_only=pending_only
         )
-    agents = Section(kind="durable_agents", title=catalogue["section_durable_agents"], rows=shown)
+    drawn = [r.raw if isinstance(r, EncodedRow) else r for r in shown]
+    # Raw rows encode as they are: the JSON of AgentRow, made once per change.
+    agents = Section(
+        kind="durable_agents",
+        title=catalogue["section_durable_agents"],
+        rows=cast(list[AgentRow], drawn),
+    )
     sections = [agents, space_section] if any_waiting else [space_section, agents]
     return Dashboard(sections=sections, durable_agents_position=position, pending_only=pending_only)
