@@ -234,7 +234,8 @@ async def test_D1_D5_D6_D7_dashboard_from_the_live_rows_is_what_a_fresh_build_sa
                 pending_only=pending_only,
             )
             assert json.loads(served) == json.loads(msgspec.json.encode(fresh))
-        return await get_json(client, "/api/v1/dashboard")
+        dash: dict[str, Any] = await get_json(client, "/api/v1/dashboard")
+        return dash
 
     await same()  # maybe still starting
     await eventually(lambda: all(m.state is LinkState.READY for m in gw.mirrors.values()))
