@@ -13,15 +13,18 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
+from collie_gateway import serving
 from collie_gateway.app import create_app
 from collie_gateway.errors import ConfigError, GatewayError
 from collie_gateway.pushing import PushTargets, TargetsFactory
@@ -30,6 +33,9 @@ from collie_gateway.settings import Settings
 from collie_gateway.sources import load_sources
 from collie_gateway.strings import Catalogue
 from push import ApnsClient, Content, FcmClient, Provider, PushSender, ServiceAccount, WebhookTarget
+from push.apns import PRODUCTION_URL as APNS_PRODUCTION_URL
+from push.apns import SANDBOX_URL as APNS_SANDBOX_URL
+from push.fcm import FCM_URL
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 REPO = Path(__file__).resolve().parent.parent
@@ -79,6 +85,9 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
     APNs: ``COLLIE_APNS_KEY_FILE`` (the .p8 key), ``COLLIE_APNS_KEY_ID``, ``COLLIE_APNS_TEAM_ID``,
     ``COLLIE_APNS_TOPIC``. FCM: ``COLLIE_FCM_SERVICE_ACCOUNT`` (the JSON file). Webhook (S6):
     ``COLLIE_WEBHOOK_URL`` and ``COLLIE_WEBHOOK_SECRETS`` (comma-separated, newest first).
+    Elsewhere than Google's and Apple's hosts (a relay, a test double): ``COLLIE_APNS_URL``,
+    ``COLLIE_FCM_URL``, and ``COLLIE_PUSH_CA_FILE`` (PEM: the CAs trusted for APNs, FCM and
+    webhooks instead of the system's).
 
     Raises:
         ConfigError: a setting is missing its partners, or a file cannot be read.
@@ -99,6 +108,14 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
         account = ServiceAccount.from_json(Path(fcm_file).read_bytes()) if fcm_file else None
     except (OSError, ValueError) as exc:
         raise ConfigError(f"push credentials: {exc}") from None
+    apns_url, fcm_url = environ.get("COLLIE_APNS_URL"), environ.get("COLLIE_FCM_URL")
+    ca_file = environ.get("COLLIE_PUSH_CA_FILE")
+    try:
+        verify: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=ca_file) if ca_file else True
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"COLLIE_PUSH_CA_FILE: {exc}") from None
 
     def build(content: Content) -> PushTargets:
         senders: dict[Provider, PushSender] = {}
@@ -109,13 +126,45 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
                 signing_key=apns_pem,
                 topic=environ["COLLIE_APNS_TOPIC"],
                 content=content,
+                verify=verify,
+                # One host for both environments when pointed elsewhere (a relay, a double).
+                production_url=apns_url or APNS_PRODUCTION_URL,
+                sandbox_url=apns_url or APNS_SANDBOX_URL,
             )
         if account is not None:
-            senders[Provider.FCM] = FcmClient(account, content=content)
-        hooks = [WebhookTarget(hook_url, hook_secrets)] if hook_url else []
+            senders[Provider.FCM] = FcmClient(
+                account, content=content, verify=verify, base_url=fcm_url or FCM_URL
+            )
+        hooks = [WebhookTarget(hook_url, hook_secrets, verify=verify)] if hook_url else []
         return PushTargets(senders=senders, webhooks=hooks)
 
     return build
+
+
+def push_options_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``Settings`` fields of push from the environment: ``COLLIE_PUSH_TTL`` (seconds a push
+    without a deadline waits for an offline phone; default 3600) and
+    ``COLLIE_APNS_ENVIRONMENT`` (``production`` or ``sandbox``: of an APNs token registered
+    without naming one; default production).
+
+    Raises:
+        ConfigError: a value out of its range.
+    """
+    options: dict[str, Any] = {}
+    ttl = environ.get("COLLIE_PUSH_TTL")
+    if ttl:
+        try:
+            options["push_ttl"] = float(ttl)
+        except ValueError:
+            options["push_ttl"] = -1.0
+        if not 0 <= options["push_ttl"] <= 28 * 86400:
+            raise ConfigError(f"COLLIE_PUSH_TTL is seconds, 0 to 2419200 (28 days): {ttl!r}")
+    env = environ.get("COLLIE_APNS_ENVIRONMENT")
+    if env:
+        if env not in ("production", "sandbox"):
+            raise ConfigError(f"COLLIE_APNS_ENVIRONMENT is production or sandbox: {env!r}")
+        options["apns_environment"] = env
+    return options
 
 
 def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
@@ -132,6 +181,7 @@ def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
         catalogue=catalogue,
         redact=redact,
         push_targets=push_targets_from_env(os.environ),
+        **push_options_from_env(os.environ),
         unix_path=args.unix,
     )
 
@@ -150,12 +200,12 @@ def _serve(settings: Settings) -> int:
         # Created 0600 from the start: no moment when another user could connect.
         os.umask(0o177)
         settings.unix_path.unlink(missing_ok=True)
-        print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}")
-        web.run_app(app, path=str(settings.unix_path), print=None, handle_signals=True)
-        return EXIT_OK
-    print(f"collie-gateway: phone API on http://{settings.host}:{settings.port}/api/v1/dashboard")
-    web.run_app(app, host=settings.host, port=settings.port, print=None, handle_signals=True)
-    return EXIT_OK
+        print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}", flush=True)
+    else:
+        base = f"http://{settings.host}:{settings.port}"
+        print(f"collie-gateway: phone API on {base}/api/v1/dashboard", flush=True)
+    # SIGTERM/SIGINT: a bounded, clean stop; a second signal exits at once (issue 10).
+    return serving.serve(app, host=settings.host, port=settings.port, unix_path=settings.unix_path)
 
 
 def _free_port() -> int:

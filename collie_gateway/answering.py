@@ -127,6 +127,29 @@ class Answering:
         await self.store.run(settle)
         return Result(rec.outcome or Outcome.UNCERTAIN, rec.reason, rec.tap.request_id, False, rec)
 
+    async def settle_accepted(self, agent: str, ask_id: str, request_id: str) -> Result | None:
+        """The agent's ``ask.resolved`` (``answered``) names this request id: a tap of it not
+        yet settled is accepted (T1), without another send. None when the ledger holds no
+        such unsettled tap. Waits for a send of it under way, so the two never race."""
+        lock = self._inflight.get(request_id)
+        if lock is None:
+            lock = self._inflight[request_id] = asyncio.Lock()
+        async with lock:
+            now = self.clock().isoformat()
+
+            def settle(conn: sqlite3.Connection) -> Record | None:
+                rec = _record_sync(conn, request_id)
+                if rec is None or rec.settled or (rec.tap.agent, rec.tap.ask_id) != (agent, ask_id):
+                    return None
+                settled = on_result(rec, "accepted").record
+                _update_sync(conn, settled, now)
+                return settled
+
+            rec = await self.store.run(settle)
+        if rec is None:
+            return None
+        return Result(Outcome.ACCEPTED, None, request_id, False, rec)
+
     async def refuse(self, tap: Tap, reason: str) -> Result:
         """Record a tap Collie refuses without sending (e.g. the agent's wire version)."""
         now = self.clock().isoformat()

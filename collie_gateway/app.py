@@ -58,6 +58,13 @@ def _auth_middleware(token: str) -> Middleware:
     return auth
 
 
+async def _end_streams(app: web.Application) -> None:
+    """At a stop, before requests in flight get their grace: end every live stream (a phone
+    reconnects with ``Last-Event-ID`` to the next run)."""
+    if GATEWAY in app:
+        app[GATEWAY].bus.close()
+
+
 def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Application:
     """The phone API. Without ``gateway``, one is opened on startup and closed on cleanup.
 
@@ -79,5 +86,6 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
             await gw.close()
 
     app.cleanup_ctx.append(lifespan)
+    app.on_shutdown.append(_end_streams)
     routes.add_routes(app)
     return app

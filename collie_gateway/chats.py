@@ -316,6 +316,7 @@ class Chats:
             catalogue=self.gw.settings.catalogue,
             now=now,
             redact=self.gw.redact,
+            agent_subtitle=mirror.hello.subtitle if mirror.hello else None,
         )
         key = (agent, state.conv.id)
         mine = self.mine.get(key, [])
@@ -339,6 +340,11 @@ class Chats:
 
     def line_sent(self, agent: str, conv_id: str, line: MyLine) -> None:
         """The person tapped Send (or Send again with the same request id)."""
+        state = self.chats.get((agent, conv_id))
+        if state is not None and any(
+            item.request_id == line.request_id for item in state.items if item.kind == "user"
+        ):
+            return  # C4: the agent's copy is already in the chat; no second line
         lines = self.mine.setdefault((agent, conv_id), [])
         lines[:] = [m for m in lines if m.request_id != line.request_id]
         lines.append(line)

@@ -5,7 +5,8 @@ GatewayError
 ├── ConfigError        a setting is wrong (e.g. a public address without a token)
 ├── AgentUnreachable   the agent did not answer, or the transfer failed
 ├── AgentRejected      the agent answered with an error, or was refused (wire version)
-└── AnswerConflict     the same request id came with a different answer
+├── AnswerConflict     the same request id came with a different answer
+└── AnswerMisfit       an answer does not fit its ask (wire §8); nothing is sent or recorded
 """
 
 from __future__ import annotations
@@ -43,3 +44,7 @@ class AgentRejected(GatewayError):
 
 class AnswerConflict(GatewayError):
     """The same request id came with a different answer; nothing was applied."""
+
+
+class AnswerMisfit(GatewayError):
+    """An answer does not fit its ask (wire §8): the message is the catalogue's reason."""

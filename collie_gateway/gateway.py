@@ -14,7 +14,7 @@ import msgspec
 from collie_gateway.answering import Answering, Result
 from collie_gateway.answers import Outcome, Tap, card_state
 from collie_gateway.chats import Chats
-from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
 from collie_gateway.links import AgentClient, AgentLink, Fetched, expect
 from collie_gateway.mirror import AgentMirror, Change, LinkState
 from collie_gateway.phonebus import PhoneBus
@@ -27,6 +27,7 @@ from collie_gateway.views.cards import CardState, build_card
 from collie_gateway.views.chat import Note
 from collie_gateway.views.dashboard import Dashboard, EncodedRow, agent_row, build_dashboard
 from collie_gateway.views.text import TITLE_LIMIT, clean
+from wire.answers import misfit
 from wire.messages import (
     WIRE_VERSION,
     AgentEvent,
@@ -145,7 +146,9 @@ class Gateway:
         if isinstance(event, AskResolved):
             if change.resolved is not None:
                 self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
-            self.spawn(self.resend_pending(mirror.name, event.ask_id), "settle")
+                # A push still owed for it is no longer wanted (P3, issue 10).
+                self.spawn(self.pushing.ask_resolved(mirror.name, change.resolved), "push")
+            self.spawn(self._settle(mirror.name, event), "settle")
         if isinstance(event, AskChanged):
             # An unsettled tap on the old version can no longer be applied, but it holds the
             # ask's claim: send it again now, so it settles ("changed") and frees the claim
@@ -237,12 +240,18 @@ class Gateway:
     async def answer(
         self, agent: str, ask_id: str, request_id: str, version: int, answer: Answer
     ) -> Result:
-        """Take one tap: record, claim, send once, settle (spec T1)."""
+        """Take one tap: record, claim, send once, settle (spec T1).
+
+        Raises:
+            AnswerMisfit: the answer does not fit the mirrored ask (wire §8); nothing was
+                recorded or sent.
+        """
         tap = Tap(request_id, agent, ask_id, version, _encoder.encode(answer))
         cat = self.settings.catalogue
-        refusal = self.version_warning(agent) or self._refusal(
-            agent, self.find_ask(agent, ask_id), version, answer
-        )
+        ask = self.find_ask(agent, ask_id)
+        refusal = self.version_warning(agent) or self._refusal(agent, ask, version, answer)
+        if refusal is None:
+            self._check(ask, version, answer)
         if refusal is not None:
             result = await self.answering.refuse(tap, refusal)  # nothing is sent
         else:
@@ -282,6 +291,22 @@ class Gateway:
             return cat["refused_always_hidden"]
         return None
 
+    def _check(self, ask: Ask | None, version: int, answer: Answer) -> None:
+        """Wire §8's table against the mirrored ask, as the agent would apply it: only for an
+        ask Collie holds, at the version the person saw, before its deadline (past it, or on
+        another version, the agent answers ``expired`` or ``changed`` itself).
+
+        Raises:
+            AnswerMisfit: the answer does not fit; the reason comes from the catalogue.
+        """
+        if ask is None or ask.version != version:
+            return
+        if ask.deadline is not None and self.settings.clock() >= ask.deadline:
+            return
+        found = misfit(ask, answer)
+        if found is not None:
+            raise AnswerMisfit(self.settings.catalogue.fmt("answer_" + found.code, **found.values))
+
     def _remember(self, tap: Tap, result: Result) -> Result:
         """Keep the card's state after a tap, for the chat's next drawing (T1)."""
         record = result.record
@@ -310,6 +335,19 @@ class Gateway:
             for name, mirror in self.mirrors.items():
                 if mirror.state is LinkState.READY:
                     await self.resend_pending(name)
+
+    async def _settle(self, agent: str, event: AskResolved) -> None:
+        """An ask closed: the agent's word settles a tap it names as answered (T1, wire §9);
+        other unsettled taps on it are sent again, so they settle too."""
+        if event.how == "answered" and event.request_id is not None:
+            result = await self.answering.settle_accepted(agent, event.ask_id, event.request_id)
+            if result is not None and result.record is not None:
+                self._remember(result.record.tap, result)
+                self.bus.publish(
+                    "answer.settled",
+                    {"agent": agent, "request_id": result.request_id, "outcome": result.outcome},
+                )
+        await self.resend_pending(agent, event.ask_id)
 
     async def resend_pending(self, agent: str, ask_id: str | None = None) -> None:
         """Send the agent's unsettled taps again, with their request ids: after a restart,

@@ -34,9 +34,10 @@ class PhoneEvent:
         )
 
 
+
 class Subscription:
     """One phone's stream: the encoded frames not yet written, bounded; a phone that falls too
-    far behind is reset. :attr:`ready` is set while frames wait."""
+    far behind is reset. :attr:`ready` is set while frames wait or once the stream is ended."""
 
     def __init__(self, bus: PhoneBus, limit: int) -> None:
         self._bus = bus
@@ -44,6 +45,13 @@ class Subscription:
         self._limit = limit
         self.overflowed = False
         self.ready = asyncio.Event()
+        self.ended = False
+
+    def end(self) -> None:
+        """End the stream: frames waiting still go out, then its reader stops."""
+        if not self.ended:
+            self.ended = True
+            self.ready.set()
 
     def push(self, frame: bytes) -> None:
         if len(self._frames) >= self._limit:
@@ -66,7 +74,7 @@ class Subscription:
             frames.clear()
         else:
             taken = [frames.popleft() for _ in range(most)]
-        if not frames:
+        if not frames and not self.ended:
             self.ready.clear()
         return taken
 
@@ -83,6 +91,13 @@ class PhoneBus:
         self._ring: deque[PhoneEvent] = deque(maxlen=ring)
         self._subs: set[Subscription] = set()
         self._ring_size = ring
+        self.closed = False
+
+    def close(self) -> None:
+        """End every stream, now and any opened later (the gateway is stopping)."""
+        self.closed = True
+        for sub in list(self._subs):
+            sub.end()
 
     @property
     def last_id(self) -> str:
@@ -107,6 +122,8 @@ class PhoneBus:
         """
         sub = Subscription(self, self._ring_size)
         self._subs.add(sub)
+        if self.closed:
+            sub.end()
         if last_event_id is None:
             return sub, []
         return sub, self.replay_after(last_event_id)

@@ -8,6 +8,7 @@ Every decision and delivery is logged in SQLite and visible in the phone API.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import logging
@@ -39,6 +40,7 @@ from push import (
     WebhookTarget,
     once_key,
     valid_apns_token,
+    webhook_id,
 )
 from wire.messages import Ask
 
@@ -48,6 +50,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PRESENCE_TTL = timedelta(seconds=45)  # ours: a screen not confirmed for this long is stale
+PUSH_GRACE = 2.0  # ours: at a stop, all pending pushes together get this long (issue 10)
+OWED, DONE = "owed", "done"  # push_once.state (P3)
+SENT = "sent"
+ALREADY_PUSHED = "already pushed for this ask (P3)"
+NO_DEVICE = "no device registered"
+RESOLVED = "the ask was resolved before its push was delivered"
 LOG_KEPT = 10_000  # ours: delivery log rows kept
 
 
@@ -68,7 +76,7 @@ class DeviceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     provider: Provider
     token: str
-    environment: Environment = Environment.PRODUCTION
+    environment: Environment | None = None  # None: the gateway's COLLIE_APNS_ENVIRONMENT
     key: str | None = None  # base64 of the phone's own 32-byte key: private content
 
 
@@ -91,6 +99,21 @@ class Presence:
     fresh_until: datetime
 
 
+def lasting(delivery: Delivery) -> bool:
+    """Whether a device's outcome is final for its ask: sent, the token gone, or refused for
+    good (4xx but 429; a payload too large). A push cancelled, timed out, throttled or met
+    with 5xx through every try stays owed: the next run (or the agent's next snapshot)
+    sends it again to that device only."""
+    if delivery.outcome in (Outcome.SENT, Outcome.GONE):
+        return True
+    if delivery.outcome is Outcome.THROTTLED:
+        return False
+    if delivery.reason == "PayloadTooLarge":
+        return True
+    status = delivery.status
+    return status is not None and 400 <= status < 500 and status != 429
+
+
 class Pushing:
     """The gateway's push service."""
 
@@ -100,12 +123,17 @@ class Pushing:
         self.machine = gateway.settings.machine
         self.limiter = PushLimiter()
         self.presence: dict[str, Presence] = {}
-        self._dispatchers: set[Dispatcher] = set()
+        self.dispatcher = Dispatcher(targets.senders)
+        self._busy: set[str] = set()  # once keys decided or being sent in this run
+        self._hooks: set[asyncio.Task[None]] = set()
 
     @classmethod
     async def open(cls, gateway: Gateway, factory: TargetsFactory | None) -> Pushing:
         """The service, with the limiter's stored state (P1 survives a restart)."""
-        content = Content(strings=gateway.settings.catalogue, redact=gateway.redact)
+        settings = gateway.settings
+        content = Content(
+            strings=settings.catalogue, redact=gateway.redact, default_ttl=settings.push_ttl
+        )
         targets = factory(content) if factory is not None else PushTargets()
         service = cls(gateway, targets)
         async with gateway.store.db.execute(
@@ -119,10 +147,19 @@ class Pushing:
                 log.warning("stored push limiter state unreadable; starting afresh")
         return service
 
-    async def close(self) -> None:
-        """Let pending pushes finish (briefly), then close the senders."""
-        for dispatcher in list(self._dispatchers):
-            await dispatcher.aclose(grace=2.0)
+    async def close(self, grace: float = PUSH_GRACE) -> None:
+        """Give every pending push and webhook one shared ``grace`` (not one each), cancel
+        the rest (their asks stay owed: the next run sends them), then close the senders."""
+
+        async def hooks() -> None:
+            if not self._hooks:
+                return
+            _, late = await asyncio.wait(list(self._hooks), timeout=grace)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+
+        await asyncio.gather(self.dispatcher.aclose(grace), hooks())
         for sender in self.targets.senders.values():
             await sender.aclose()
         for hook in self.targets.webhooks:
@@ -149,6 +186,7 @@ class Pushing:
                 raise DeviceError("the key is not base64") from None
             if len(key) != 32:
                 raise DeviceError("the key must be 32 bytes (AES-256)")
+        environment = body.environment or Environment(self.gw.settings.apns_environment)
         now = self.gw.settings.clock().timestamp()
         async with self.gw.store.transaction() as db:
             async with db.execute(
@@ -162,7 +200,7 @@ class Pushing:
                 " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
                 " environment=excluded.environment, key=excluded.key,"
                 " registered_at=excluded.registered_at",
-                (device_id, body.provider.value, token, body.environment.value, key, now),
+                (device_id, body.provider.value, token, environment.value, key, now),
             )
         return device_id
 
@@ -246,44 +284,93 @@ class Pushing:
             log.exception("push for an ask of %s failed", agent)
 
     async def _ask_raised(self, agent: str, ask: Ask, pane: str | None, quiet: bool) -> None:
-        now = self.gw.settings.clock()
         key = once_key(
             self.machine, agent, tool_call=ask.tool.call_id if ask.tool else None, ask=ask.id
         )
-
-        def claim_once(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO push_once(key, at) VALUES (?, ?)", (key, now.timestamp())
-            )
-            return cur.rowcount == 1
-
-        first = await self.gw.store.run(claim_once)
-        if not first:
+        if key in self._busy:
+            # Decided or being sent in this run (e.g. raised, then seen again in a snapshot).
             if not quiet:
-                await self._log(agent, ask, None, "suppressed", "already pushed for this ask (P3)")
+                await self._log(agent, ask, None, "suppressed", "a push for this ask is on its way")
             return
-        for hook in self.targets.webhooks:
-            self.gw.spawn(self._webhook(hook, agent, ask), "webhook")
+        self._busy.add(key)
+        dispatched = False
+        try:
+            dispatched = await self._decide(key, agent, ask, pane, quiet)
+        finally:
+            if not dispatched:
+                self._busy.discard(key)
+
+    async def _decide(self, key: str, agent: str, ask: Ask, pane: str | None, quiet: bool) -> bool:
+        """Push the ask unless it was pushed, or it is decided not to (a lasting reason,
+        stored and logged); whether a push was dispatched (``key`` is then released once
+        every delivery is reported)."""
+        now = self.gw.settings.clock()
+
+        def read(conn: sqlite3.Connection) -> tuple[str | None, str | None, set[str]]:
+            row = conn.execute(
+                "SELECT state, reason FROM push_once WHERE key = ?", (key,)
+            ).fetchone()
+            done = {
+                str(r[0])
+                for r in conn.execute("SELECT device FROM push_delivered WHERE key = ?", (key,))
+            }
+            return (str(row[0]), row[1], done) if row else (None, None, done)
+
+        state, reason, delivered = await self.gw.store.run(read)
+        if state == DONE:
+            if not quiet:
+                why = f"not pushed earlier: {reason}" if reason not in (None, SENT) else None
+                await self._log(agent, ask, None, "suppressed", why or ALREADY_PUSHED)
+            return False
+        owed = state == OWED  # decided in an earlier run (or try), not delivered everywhere
+        if not owed:
+            # Webhooks (S6) go once, with the first decision.
+            for hook in self.targets.webhooks:
+                self._spawn_hook(hook, key, agent, ask)
         if self.showing(agent, ask.conversation):
+            await self._settle(key, now, "a phone is showing this chat")
             await self._log(agent, ask, None, "suppressed", "a phone is showing this chat")
-            return
+            return False
         devices = await self.devices()
         if not devices:
-            await self._log(agent, ask, None, "suppressed", "no device registered")
-            return
+            # Lasting: the phone that registers next shows the ask on its dashboard at once
+            # (it registers from the app), so a push then would only buzz (README, issue 10).
+            await self._settle(key, now, NO_DEVICE)
+            await self._log(agent, ask, None, "suppressed", NO_DEVICE)
+            return False
+        todo = [d for d in devices if d.id not in delivered]
+        if not todo:
+            await self._settle(key, now, SENT)
+            return False
         pane_key = f"{self.machine}/{agent}/{ask.conversation}"
+        # A push owed from before counts again: the limits hold in every window (P1), at
+        # the cost of one slot for a push cut short.
         decision = self.limiter.decide(
             pane_key, f"{self.machine}/{agent}", self.machine, now.timestamp()
         )
         if isinstance(decision, Quiet):
+            await self._settle(key, now, f"rate limited ({decision.reason.value})")
             await self._log(agent, ask, None, "rate_limited", decision.reason.value)
-            return
-        await self._save_limiter(now)
+            return False
+        limiter_state = self.limiter.to_state(now.timestamp())
+
+        def owe(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO push_once(key, at, state) VALUES (?, ?, 'owed')"
+                " ON CONFLICT(key) DO NOTHING",
+                (key, now.timestamp()),
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO kv(key, value) VALUES ('push_limiter', ?)",
+                (limiter_state,),
+            )
+
+        await self.gw.store.run(owe)
         deadline = ask.deadline.timestamp() if ask.deadline else None
         note: Notification
         if isinstance(decision, Summary):
             note = ManyAsksNotification(
-                machine=self.machine, agent=agent, host=decision.host, deadline=None
+                machine=self.machine, agent=agent, host=decision.host, push_id=key
             )
         else:
             # Masked before it is cut (X1): a token cut in half is no longer recognised.
@@ -298,33 +385,89 @@ class Pushing:
                 title=ask.push_title or ask.title or None,
                 line=ask.push_line or None,
                 deadline=deadline,
+                push_id=key,
             )
         kind = "summary" if isinstance(decision, Summary) else "ask"
-        await self._log(agent, ask, None, "dispatched", kind)
-        self._dispatch(devices, note, agent, ask)
+        await self._log(
+            agent, ask, None, "dispatched", f"{kind}, owed from before" if owed else kind
+        )
+        return self._dispatch(key, todo, note, agent, ask)
 
-    def _dispatch(self, devices: list[Device], note: Notification, agent: str, ask: Ask) -> None:
-        """Send in the background; each delivery is logged against its ask."""
-
+    def _dispatch(
+        self, key: str, devices: list[Device], note: Notification, agent: str, ask: Ask
+    ) -> bool:
+        """Send in the background; each delivery is logged against its ask, and the ask is
+        done once every device has a lasting outcome. Whether anything was scheduled."""
         registered = {d.id: d.registered_at for d in devices}
+        left = len(devices)
 
         async def delivered(delivery: Delivery) -> None:
-            await self._delivered(delivery, agent, ask, registered.get(delivery.device_id))
-            if dispatcher.pending <= 1:
-                self._dispatchers.discard(dispatcher)
+            nonlocal left
+            try:
+                await self._delivered(delivery, agent, ask, registered.get(delivery.device_id))
+                if lasting(delivery):
+                    await self._mark_delivered(key, delivery)
+            finally:
+                left -= 1
+                if left == 0:
+                    self._busy.discard(key)
 
-        dispatcher = Dispatcher(self.targets.senders, on_delivery=delivered)
-        self._dispatchers.add(dispatcher)
-        if not dispatcher.dispatch(devices, note):
-            self._dispatchers.discard(dispatcher)
+        return self.dispatcher.dispatch(devices, note, on_delivery=delivered) > 0
 
-    async def _save_limiter(self, now: datetime) -> None:
-        state = self.limiter.to_state(now.timestamp())
+    async def _mark_delivered(self, key: str, delivery: Delivery) -> None:
+        """Note a device's lasting outcome; the ask is done when no registered device is
+        left without one."""
+        at = self.gw.settings.clock().timestamp()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR REPLACE INTO push_delivered(key, device, outcome, at)"
+                " VALUES (?, ?, ?, ?)",
+                (key, delivery.device_id, delivery.outcome.value, at),
+            )
+            missing = conn.execute(
+                "SELECT 1 FROM devices WHERE id NOT IN"
+                " (SELECT device FROM push_delivered WHERE key = ?) LIMIT 1",
+                (key,),
+            ).fetchone()
+            if missing is None:
+                conn.execute(
+                    "UPDATE push_once SET state = 'done', reason = ? WHERE key = ?"
+                    " AND state = 'owed'",
+                    (SENT, key),
+                )
+
+        await self.gw.store.run(write)
+
+    async def _settle(self, key: str, now: datetime, reason: str) -> None:
+        """A lasting decision about the ask's push: stored, so no later run pushes it."""
         await self.gw.store.run(
             lambda conn: conn.execute(
-                "INSERT OR REPLACE INTO kv(key, value) VALUES ('push_limiter', ?)", (state,)
+                "INSERT INTO push_once(key, at, state, reason) VALUES (?, ?, 'done', ?)"
+                " ON CONFLICT(key) DO UPDATE SET state = 'done', reason = excluded.reason",
+                (key, now.timestamp(), reason),
             )
         )
+
+    async def ask_resolved(self, agent: str, ask: Ask) -> None:
+        """The ask was answered, expired or withdrawn: a push still owed for it is not sent
+        in any later run (a lasting reason, logged). Never raises."""
+        key = once_key(
+            self.machine, agent, tool_call=ask.tool.call_id if ask.tool else None, ask=ask.id
+        )
+
+        def settle(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                "UPDATE push_once SET state = 'done', reason = ? WHERE key = ? AND state = 'owed'",
+                (RESOLVED, key),
+            )
+            return cur.rowcount > 0
+
+        try:
+            if await self.gw.store.run(settle):
+                await self._log(agent, ask, None, "suppressed", RESOLVED)
+        except Exception:
+            log.exception("push state of a resolved ask of %s not written", agent)
 
     async def _delivered(
         self, delivery: Delivery, agent: str, ask: Ask, registered_at: float | None
@@ -348,7 +491,12 @@ class Pushing:
             delivery.provider_id,
         )
 
-    async def _webhook(self, hook: WebhookTarget, agent: str, ask: Ask) -> None:
+    def _spawn_hook(self, hook: WebhookTarget, key: str, agent: str, ask: Ask) -> None:
+        task = asyncio.create_task(self._webhook(hook, key, agent, ask), name="webhook")
+        self._hooks.add(task)
+        task.add_done_callback(self._hooks.discard)
+
+    async def _webhook(self, hook: WebhookTarget, key: str, agent: str, ask: Ask) -> None:
         mask = self.gw.redact
         shown = msgspec.structs.replace(
             ask,
@@ -358,9 +506,15 @@ class Pushing:
             push_line=mask(ask.push_line) if ask.push_line else None,
         )
         body = msgspec.json.encode({"machine": self.machine, "agent": agent, "ask": shown})
-        result = await hook.post(body)
-        outcome = "sent" if result.ok else "failed"
-        await self._write_log(agent, ask.conversation, ask.id, "webhook", outcome, result.reason)
+        try:
+            # The same id on every try, derived from the ask: a receiver drops duplicates.
+            result = await hook.post(body, webhook_id=webhook_id(key))
+            outcome = "sent" if result.ok else "failed"
+            await self._write_log(
+                agent, ask.conversation, ask.id, "webhook", outcome, result.reason
+            )
+        except Exception:
+            log.exception("webhook for an ask of %s failed", agent)
 
     async def _log(
         self, agent: str, ask: Ask, device: str | None, outcome: str, reason: str | None

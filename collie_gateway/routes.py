@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 from typing import Annotated, TypeVar
 from urllib.parse import quote
@@ -13,7 +14,7 @@ from aiohttp import web
 
 from collie_gateway.answers import Record
 from collie_gateway.app import GATEWAY, SETTINGS, json_error
-from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
 from collie_gateway.openapi import openapi_document
@@ -35,9 +36,11 @@ from wire.messages import (
     Starter,
     StarterList,
     TurnCommand,
+    Version,
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 PING_SECONDS = 15.0
 WRITE_BATCH = 1000  # ours: phone events sent in one write at most
@@ -94,11 +97,13 @@ async def agent_home(request: web.Request) -> web.Response:
     if mirror.state is LinkState.VERSION_MISMATCH:
         warning = cat.fmt("version_mismatch", theirs=mirror.wire, ours=WIRE_VERSION)
     hello = mirror.hello
+    # The link's reason names exceptions and addresses: the log has it, the phone reads words.
+    reason = cat["error_no_answer"] if mirror.state is LinkState.UNREACHABLE else None
     return encoded(
         {
             "agent": name,
             "state": mirror.state.value,
-            "reason": mirror.reason or None,
+            "reason": reason,
             "runtime": hello.runtime if hello else None,
             "features": list(hello.features) if hello else [],
             "warning": warning,
@@ -147,10 +152,14 @@ async def events(request: web.Request) -> web.StreamResponse:
             # At most one write a frame: what arrives meanwhile (a streamed reply's deltas)
             # goes out with it — one send for many events.
             wait = wrote + frame_s - loop.time()
-            if wait > 0:
+            if wait > 0 and not sub.ended:
                 await asyncio.sleep(wait)
-            await resp.write(b"".join(sub.take(WRITE_BATCH)))
-            wrote = loop.time()
+            frames = sub.take(WRITE_BATCH)
+            if frames:
+                await resp.write(b"".join(frames))
+                wrote = loop.time()
+            if sub.ended and not sub.pending:
+                break  # the gateway stops: the phone reconnects to the next run
     except ConnectionResetError:
         return resp
     finally:
@@ -174,7 +183,7 @@ class PhoneAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """An answer to an ask: the request id, the ask version shown, the answer."""
 
     request_id: Id
-    version: int
+    version: Version  # 0 … 2^53−1, as on the wire (§3)
     answer: Answer
 
 
@@ -257,6 +266,7 @@ async def chat(request: web.Request) -> web.Response:
     """C1–C6 with header, bar and cards; ``all_cards=true`` shows every card (A8)."""
     agent = agent_of(request)
     gw = request.app[GATEWAY]
+    cat = request.app[SETTINGS].catalogue
     try:
         view = await gw.chats.open_chat(
             agent, request.match_info["conversation"], show_all=flag(request, "all_cards")
@@ -264,20 +274,35 @@ async def chat(request: web.Request) -> web.Response:
     except AgentRejected as exc:
         if exc.status == 404:
             return json_error(404, "not_found", "no such conversation")
-        return json_error(502, exc.code or "agent_error", str(exc))
-    except AgentUnreachable:
-        cat = request.app[SETTINGS].catalogue
-        return json_error(504, "no_answer", cat["footer_no_answer"])
+        return json_error(502, exc.code or "agent_error", phone_reason(exc, cat, "chat read"))
+    except AgentUnreachable as exc:
+        return json_error(504, "no_answer", phone_reason(exc, cat, "chat read"))
     except RemoteWireError as exc:
-        return json_error(502, "agent_error", f"the agent's answer was not wire v1: {exc}")
+        return json_error(502, "agent_error", phone_reason(exc, cat, "chat read"))
     view.event_id = gw.bus.last_id  # subscribe after it: nothing twice
     return encoded(view)
+
+
+def phone_reason(exc: Exception, cat: Catalogue, doing: str) -> str:
+    """What the phone reads for a failed call to an agent: catalogue words, never an
+    exception's name or an address (those go to the log). An agent's own sentence in an
+    error body (wire §13) is the agent's text, shown cleaned."""
+    log.info("%s failed: %s: %s", doing, type(exc).__name__, exc)
+    if isinstance(exc, AgentRejected):
+        if exc.code and str(exc):
+            return clean(str(exc), TITLE_LIMIT).text
+        return cat["error_refused"]
+    if isinstance(exc, RemoteWireError):
+        return cat["error_not_understood"]
+    return cat["error_no_answer"]
 
 
 def _command_answer(result: CommandResult | None, cat: Catalogue, error: str | None) -> object:
     if result is None:
         return {"outcome": "uncertain", "message": error}
     message = cat["moved_on"] if result.outcome == "moved_on" else result.reason
+    if message is not None:
+        message = clean(message, TITLE_LIMIT).text
     return {
         "outcome": result.outcome,
         "message": message,
@@ -285,18 +310,33 @@ def _command_answer(result: CommandResult | None, cat: Catalogue, error: str | N
     }
 
 
-async def _run_command(request: web.Request, agent: str, path: str, body: object) -> web.Response:
+def declared(request: web.Request, agent: str, feature: str) -> bool:
+    """Whether the agent's hello declares ``feature`` (G1, wire §5)."""
+    hello = request.app[GATEWAY].mirrors[agent].hello
+    return hello is not None and hello.has(feature)
+
+
+def unsupported(cat: Catalogue) -> web.Response:
+    """G1: a command for an undeclared feature is refused here; nothing reaches the agent."""
+    return encoded(
+        {"outcome": "refused", "message": cat["refused_unsupported"], "conversation_id": None}
+    )
+
+
+async def _run_command(
+    request: web.Request, agent: str, path: str, body: object, feature: str
+) -> web.Response:
     gw = request.app[GATEWAY]
     cat = request.app[SETTINGS].catalogue
+    if not declared(request, agent, feature):
+        return unsupported(cat)
     try:
         result = await gw.command(agent, path, body)
-    except AgentUnreachable as exc:
-        return encoded(_command_answer(None, cat, str(exc)))
+    except (AgentUnreachable, RemoteWireError) as exc:
+        return encoded(_command_answer(None, cat, phone_reason(exc, cat, path)))
     except AgentRejected as exc:
-        refused = CommandResult(outcome="refused", reason=str(exc))
+        refused = CommandResult(outcome="refused", reason=phone_reason(exc, cat, path))
         return encoded(_command_answer(refused, cat, None))
-    except RemoteWireError as exc:
-        return encoded(_command_answer(None, cat, str(exc)))
     return encoded(_command_answer(result, cat, None))
 
 
@@ -311,6 +351,8 @@ async def send_message(request: web.Request) -> web.Response:
     cat = request.app[SETTINGS].catalogue
     body = await body_of(request, PhoneMessage)
     conv_id = request.match_info["conversation"]
+    if body.steer and not declared(request, agent, "steer"):
+        return unsupported(cat)
     line = MyLine(
         request_id=body.request_id,
         text=body.text,
@@ -328,10 +370,13 @@ async def send_message(request: web.Request) -> web.Response:
         state = LineState.SENT if result.outcome == "accepted" else LineState.NOT_SENT
         outcome = result.outcome
         message = cat["moved_on"] if outcome == "moved_on" else result.reason
-    except (AgentUnreachable, RemoteWireError):
+        if message is not None:
+            message = clean(message, TITLE_LIMIT).text
+    except (AgentUnreachable, RemoteWireError) as exc:
+        log.info("message %s: not sure it arrived: %s", body.request_id, exc)
         state, outcome, message = LineState.NOT_CONFIRMED, "uncertain", None
     except AgentRejected as exc:
-        state, outcome, message = LineState.NOT_SENT, "refused", str(exc)
+        state, outcome, message = LineState.NOT_SENT, "refused", phone_reason(exc, cat, "message")
     gw.chats.line_state(agent, conv_id, body.request_id, state)
     labels = {
         LineState.SENT: cat["chat_sent"],
@@ -354,7 +399,7 @@ async def stop(request: web.Request) -> web.Response:
     agent = agent_of(request)
     body = await body_of(request, PhoneTurn)
     wire_body = TurnCommand(request_id=body.request_id, turn=body.turn)
-    return await _run_command(request, agent, _conv_path(request, "/stop"), wire_body)
+    return await _run_command(request, agent, _conv_path(request, "/stop"), wire_body, "stop")
 
 
 async def button(request: web.Request) -> web.Response:
@@ -363,7 +408,7 @@ async def button(request: web.Request) -> web.Response:
     body = await body_of(request, PhoneTurn)
     wire_body = TurnCommand(request_id=body.request_id, turn=body.turn)
     tail = "/buttons/" + quote(request.match_info["button"], safe="")
-    return await _run_command(request, agent, _conv_path(request, tail), wire_body)
+    return await _run_command(request, agent, _conv_path(request, tail), wire_body, "buttons")
 
 
 async def close_conversation(request: web.Request) -> web.Response:
@@ -371,7 +416,7 @@ async def close_conversation(request: web.Request) -> web.Response:
     agent = agent_of(request)
     body = await body_of(request, PhonePlain)
     wire_body = PlainCommand(request_id=body.request_id)
-    return await _run_command(request, agent, _conv_path(request, "/close"), wire_body)
+    return await _run_command(request, agent, _conv_path(request, "/close"), wire_body, "close")
 
 
 async def reopen_conversation(request: web.Request) -> web.Response:
@@ -379,7 +424,8 @@ async def reopen_conversation(request: web.Request) -> web.Response:
     agent = agent_of(request)
     body = await body_of(request, PhonePlain)
     wire_body = PlainCommand(request_id=body.request_id)
-    return await _run_command(request, agent, _conv_path(request, "/reopen"), wire_body)
+    path = _conv_path(request, "/reopen")
+    return await _run_command(request, agent, path, wire_body, "reopen")
 
 
 async def new_page(request: web.Request) -> web.Response:
@@ -419,7 +465,7 @@ async def start_conversation(request: web.Request) -> web.Response:
     agent = agent_of(request)
     body = await body_of(request, PhoneStart)
     wire_body = StartConversation(request_id=body.request_id, starter=body.starter)
-    return await _run_command(request, agent, "/conversations", wire_body)
+    return await _run_command(request, agent, "/conversations", wire_body, "starters")
 
 
 # --- answers (A, T, R) -----------------------------------------------------------------------
@@ -430,9 +476,12 @@ async def answer_ask(request: web.Request) -> web.Response:
     agent = agent_of(request)
     gw = request.app[GATEWAY]
     body = await body_of(request, PhoneAnswer)
-    result = await gw.answer(
-        agent, request.match_info["ask"], body.request_id, body.version, body.answer
-    )
+    try:
+        result = await gw.answer(
+            agent, request.match_info["ask"], body.request_id, body.version, body.answer
+        )
+    except AnswerMisfit as exc:
+        return json_error(400, "bad_request", str(exc))  # nothing sent, nothing recorded
     return encoded(
         _answer_view(request, result.request_id, result.outcome, result.reason, result.record)
     )

@@ -56,6 +56,8 @@ class Settings:
     redact: bool = True
     resend_interval: float = 30.0  # ours: unsettled answers are sent again this often
     push_targets: TargetsFactory | None = None  # APNs/FCM senders and webhooks, if any
+    push_ttl: float = 3600.0  # a push without a deadline waits this long for the phone (s)
+    apns_environment: str = "production"  # of an APNs token registered without one
     unix_path: Path | None = None  # serve the phone API on this Unix socket instead
 
     @property

@@ -100,6 +100,20 @@ MIGRATIONS: tuple[str, ...] = (
         provider_id TEXT
     );
     """,
+    # Issue 10 (P3): an ask is pushed once it is delivered, not once it is tried. ``state`` is
+    # 'owed' (decided, not yet delivered to every device) or 'done' (delivered, or a lasting
+    # decision not to push: ``reason``); rows from before are done.
+    """
+    ALTER TABLE push_once ADD COLUMN state TEXT NOT NULL DEFAULT 'done';
+    ALTER TABLE push_once ADD COLUMN reason TEXT;
+    CREATE TABLE push_delivered (
+        key TEXT NOT NULL,
+        device TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (key, device)
+    ) WITHOUT ROWID;
+    """,
 )
 
 T = TypeVar("T")

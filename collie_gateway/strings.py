@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from wire.answers import SENTENCES as ANSWER_SENTENCES
+
 DEFAULTS: Final[Mapping[str, str]] = {
     # D — dashboard
     "section_durable_agents": "Durable agents",
@@ -74,6 +76,9 @@ DEFAULTS: Final[Mapping[str, str]] = {
         "This machine runs an older Collie and can't take answers here. "
         "Update it, or answer in the durable agent."
     ),  # †
+    # Ours — an answer that does not fit its ask (wire §8), refused before it is sent: the
+    # keys are "answer_" and the misfit's code, the defaults the wire's own sentences.
+    **{f"answer_{code}": sentence for code, sentence in ANSWER_SENTENCES.items()},
     "refused_conflict": "This request id was already used for another answer.",  # ours
     "refused_always": '"Always allow" needs a second tap.',  # ours (A5)
     "refused_always_hidden": (
@@ -87,6 +92,7 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "chat_sent": "Sent",
     "chat_not_confirmed": "Sending, not confirmed",
     "chat_not_sent": "Not sent",
+    "chat_shortened": "Text shortened",  # ours: an item cut to what the chat shows (C2)
     # H — header
     "progress_step": "Step {n} of {total}: {label}",  # †
     "progress_percent": "{percent}%: {label}",  # †
@@ -94,6 +100,13 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "bar_steer": "Steer",
     "bar_stop": "Stop",
     "moved_on": "The conversation moved on, so the action did not run.",
+    # G1 — a command for a feature the agent did not declare (ours)
+    "refused_unsupported": "This durable agent doesn't offer that.",
+    # Ours: what the phone reads when an agent could not be reached or understood; the
+    # detail (exception names, addresses) goes to the log only.
+    "error_no_answer": "The durable agent didn't answer. Try again in a moment.",
+    "error_not_understood": "The durable agent's answer could not be read.",
+    "error_refused": "The durable agent refused this.",
     # G2 — pane menu
     "menu_close": "Close conversation",
     # N — new conversation

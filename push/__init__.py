@@ -11,6 +11,7 @@ from push._retry import RetryPolicy
 from push.apns import ApnsClient
 from push.errors import (
     DeviceGone,
+    Duplicate,
     PayloadTooLarge,
     ProviderError,
     PushError,
@@ -31,9 +32,11 @@ from push.models import (
 )
 from push.once import OnceStore, SqliteOnce, once_key
 from push.payloads import (
+    DEFAULT_TTL,
     ApnsRequest,
     Content,
     Strings,
+    apns_id,
     apns_request,
     clean,
     collapse_id,
@@ -44,9 +47,19 @@ from push.payloads import (
     valid_apns_token,
 )
 from push.sender import Dispatcher, OnDelivery, PushSender
-from push.webhook import SeenSet, WebhookResult, WebhookTarget, sign, verify
+from push.webhook import (
+    ID_HEADER,
+    SeenSet,
+    WebhookResult,
+    WebhookTarget,
+    sign,
+    verify,
+    webhook_id,
+)
 
 __all__ = [
+    "DEFAULT_TTL",
+    "ID_HEADER",
     "ApnsClient",
     "ApnsRequest",
     "AskNotification",
@@ -56,6 +69,7 @@ __all__ = [
     "Device",
     "DeviceGone",
     "Dispatcher",
+    "Duplicate",
     "Environment",
     "FcmClient",
     "ManyAsksNotification",
@@ -82,6 +96,7 @@ __all__ = [
     "Throttled",
     "WebhookResult",
     "WebhookTarget",
+    "apns_id",
     "apns_request",
     "clean",
     "collapse_id",
@@ -93,4 +108,5 @@ __all__ = [
     "sign",
     "valid_apns_token",
     "verify",
+    "webhook_id",
 ]

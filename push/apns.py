@@ -21,7 +21,6 @@ import logging
 import random
 import ssl
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
@@ -35,6 +34,7 @@ from push._retry import RetryPolicy, parse_retry_after
 from push.errors import PayloadTooLarge
 from push.models import Delivery, Device, Environment, Notification, Outcome, Provider
 from push.payloads import Content, apns_request, valid_apns_token
+from push.payloads import apns_id as stable_apns_id
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ class ApnsClient:
         except PayloadTooLarge:
             return Delivery.of(device, Outcome.FAILED, reason="PayloadTooLarge")
         url = self._urls[device.environment] + req.path
-        apns_id = str(uuid.uuid4())
+        apns_id = stable_apns_id(note, device)
         tries = requests = 0
         renewed = False
         while True:

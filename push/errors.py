@@ -6,6 +6,7 @@ PushError
 ├── ProviderError     any other failure of the provider or of the way to it
 ├── PayloadTooLarge   a notification that cannot fit the service's limit even cut
 └── SignatureError    a webhook delivery that fails verification (S6), for receivers
+    └── Duplicate     a valid delivery already accepted (a retry): answer 2xx, act once
 
 Senders never raise these for a delivery: they return a ``Delivery``, whose
 ``raise_for_outcome()`` raises the matching error for a caller that wants one.
@@ -36,3 +37,8 @@ class PayloadTooLarge(PushError):
 
 class SignatureError(PushError):
     """A webhook delivery whose signature header is malformed, stale, wrong or replayed."""
+
+
+class Duplicate(SignatureError):
+    """A valid webhook delivery whose id was already accepted: a retry of a delivery taken.
+    A receiver answers it with 2xx (so the sender stops) and does not act on it again."""

@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import random
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -147,8 +148,9 @@ class FcmClient:
             delivery = await fcm.send(device, note)
 
     ``session`` is used as given (and not closed); without one the client opens its own.
-    ``base_url``, ``clock``, ``sleep`` and ``rng`` are injectable for tests; the token
-    endpoint is the account's ``token_uri``.
+    ``base_url`` (a relay, a test double), ``verify`` (an SSL context trusting another CA;
+    False: no checks), ``clock``, ``sleep`` and ``rng`` are injectable; the token endpoint
+    is the account's ``token_uri``.
     """
 
     def __init__(
@@ -161,11 +163,13 @@ class FcmClient:
         timeout: float = TIMEOUT,
         retry: RetryPolicy | None = None,
         token_margin: float = TOKEN_MARGIN,
+        verify: ssl.SSLContext | bool = True,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: Callable[[], float] = random.random,
     ) -> None:
         self._account = account
+        self._verify = verify
         self._content = content
         self._session = session
         self._owns_session = session is None
@@ -196,7 +200,8 @@ class FcmClient:
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self._timeout)
+                timeout=aiohttp.ClientTimeout(total=self._timeout),
+                connector=aiohttp.TCPConnector(ssl=self._verify),
             )
         return self._session
 

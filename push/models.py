@@ -52,7 +52,9 @@ class AskNotification:
     """An ask that may push (spec P2): the texts are raw; payloads clean, mask and cut them.
 
     ``pane_key`` identifies the pane (collapse id); ``pane`` is its name as shown.
-    ``deadline`` is the ask's deadline in unix seconds, if it has one.
+    ``deadline`` is the ask's deadline in unix seconds, if it has one. ``push_id``, when
+    set, names this push across the sender's runs: it is sent again with the same
+    ``apns-id`` per device (``push.payloads.apns_id``).
     """
 
     machine: str
@@ -64,6 +66,7 @@ class AskNotification:
     title: str | None = None
     line: str | None = None
     deadline: float | None = None
+    push_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +77,7 @@ class ManyAsksNotification:
     agent: str
     host: str
     deadline: float | None = None
+    push_id: str | None = None
 
 
 Notification = AskNotification | ManyAsksNotification

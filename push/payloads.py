@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -38,6 +39,8 @@ FCM_MAX_PAYLOAD: Final = 4096  # FCM: data and notification of one message
 ENVELOPE_VERSION: Final = 1
 NONCE_BYTES: Final = 12
 ELLIPSIS: Final = "…"
+DEFAULT_TTL: Final = 3600.0  # ours (issue 10): a push without a deadline waits an hour
+_APNS_ID_NAMESPACE: Final = uuid.UUID("6f1d4c2e-8a53-4b0e-9c57-2f0a6d3c9e41")
 
 BIDI_CONTROLS: Final = (
     "\u202a\u202b\u202c\u202d\u202e"  # embeddings and overrides
@@ -77,14 +80,15 @@ def _identity(text: str) -> str:
 class Content:
     """How pushes are worded: the catalogue (keys ``push_permission``, ``push_many``,
     ``push_private``), the secret masking function, and how long a push without a deadline
-    may wait for the phone (0: APNs and FCM try once and do not store it).
+    may wait for a phone that is offline (``DEFAULT_TTL``, an hour; 0: APNs and FCM try once
+    and do not store it).
 
     Usage: ``Content(strings=Catalogue(), redact=redactor)``.
     """
 
     strings: Strings
     redact: Callable[[str], str] = _identity
-    default_ttl: float = 0.0
+    default_ttl: float = DEFAULT_TTL
 
 
 def clean(text: str) -> str:
@@ -120,6 +124,14 @@ def collapse_id(note: Notification, key: bytes | None = None) -> str:
     if key is not None:
         return hmac.new(key, data, hashlib.sha256).hexdigest()[:32]
     return hashlib.sha256(b"collie-collapse\0" + data).hexdigest()[:32]
+
+
+def apns_id(note: Notification, device: Device) -> str:
+    """The ``apns-id`` of ``note`` to ``device``: derived from the note's ``push_id`` (the
+    same in every run, so a push sent again after a restart shows once), else random."""
+    if note.push_id is None:
+        return str(uuid.uuid4())
+    return str(uuid.uuid5(_APNS_ID_NAMESPACE, f"{note.push_id}\0{device.id}"))
 
 
 def seal(key: bytes, device_id: str, plaintext: bytes, *, nonce: bytes | None = None) -> str:

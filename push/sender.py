@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT: Final = 16  # a small burst keeps each loop step short (the stall test)
 SEND_DEADLINE: Final = 180.0  # a backstop above any sender's own timeouts and retries
+CANCELLED: Final = "cancelled"  # the reason of a push cut short (the gateway stopped)
 
 
 class PushSender(Protocol):
@@ -43,14 +44,16 @@ class Dispatcher:
 
         dispatcher = Dispatcher({Provider.APNS: apns, Provider.FCM: fcm}, on_delivery=record)
         dispatcher.dispatch(devices, note)   # returns at once
+        dispatcher.dispatch(others, note, on_delivery=other_record)  # its own callback
         ...
-        await dispatcher.aclose()            # at shutdown, before closing the senders
+        await dispatcher.aclose(grace=2.0)   # at shutdown, before closing the senders: one
+                                             # grace for every pending push, not one each
     """
 
     def __init__(
         self,
         senders: Mapping[Provider, PushSender],
-        on_delivery: OnDelivery,
+        on_delivery: OnDelivery | None = None,
         *,
         max_in_flight: int = MAX_IN_FLIGHT,
         deadline: float = SEND_DEADLINE,
@@ -66,13 +69,20 @@ class Dispatcher:
         """Pushes scheduled and not yet reported."""
         return len(self._tasks)
 
-    def dispatch(self, devices: Iterable[Device], note: Notification) -> int:
-        """Schedule ``note`` to every device; the number scheduled. Never raises."""
+    def dispatch(
+        self,
+        devices: Iterable[Device],
+        note: Notification,
+        on_delivery: OnDelivery | None = None,
+    ) -> int:
+        """Schedule ``note`` to every device; the number scheduled. Never raises. Each
+        delivery goes to ``on_delivery`` if given, else to the dispatcher's own."""
         scheduled = 0
+        report = on_delivery or self._on_delivery
         try:
             loop = asyncio.get_running_loop()
             for device in devices:
-                task = loop.create_task(self._run(device, note))
+                task = loop.create_task(self._run(device, note, report))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
                 scheduled += 1
@@ -94,10 +104,10 @@ class Dispatcher:
             task.cancel()
         await asyncio.gather(*late, return_exceptions=True)
 
-    async def _run(self, device: Device, note: Notification) -> None:
+    async def _run(self, device: Device, note: Notification, report: OnDelivery | None) -> None:
         sender = self._senders.get(device.provider)
         if sender is None:
-            await self._report(_failed(device, f"no sender for {device.provider}"))
+            await self._report(_failed(device, f"no sender for {device.provider}"), report)
             return
         try:
             async with self._slots, asyncio.timeout(self._deadline):
@@ -105,14 +115,14 @@ class Dispatcher:
         except TimeoutError:
             delivery = _failed(device, "deadline")
         except asyncio.CancelledError:
-            await self._report(_failed(device, "cancelled"))
+            await self._report(_failed(device, CANCELLED), report)
             raise
         except Exception as exc:
             log.exception("push sender raised for device %s", device.id)
             delivery = _failed(device, f"internal: {type(exc).__name__}")
-        await self._report(delivery)
+        await self._report(delivery, report)
 
-    async def _report(self, delivery: Delivery) -> None:
+    async def _report(self, delivery: Delivery, report: OnDelivery | None) -> None:
         log.info(
             "push device=%s outcome=%s reason=%s status=%s id=%s attempts=%d",
             delivery.device_id,
@@ -122,8 +132,10 @@ class Dispatcher:
             delivery.provider_id,
             delivery.attempts,
         )
+        if report is None:
+            return
         try:
-            result = self._on_delivery(delivery)
+            result = report(delivery)
             if inspect.isawaitable(result):
                 await result
         except Exception:

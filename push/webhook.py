@@ -1,11 +1,16 @@
 """Signed webhooks (people-in-the-loop S6): post an ask as JSON to another channel, and the
 function a receiver uses to verify a delivery.
 
-Header: ``Collie-Signature: t=<unix seconds>,v1=<hex>[,v1=<hex>…]`` where each hex is
-HMAC-SHA256 under one secret of the bytes ``f"{t}."`` followed by the raw body (Stripe's
-scheme, so its test cases apply); one ``v1`` per secret while secrets rotate. A receiver
-accepts a delivery whose ``t`` is within ±300 s of its own clock (300 accepted, 301 refused),
-whose raw body matches one ``v1`` under one of its secrets, and that it has not seen.
+Headers: ``Collie-Webhook-Id: <id>`` and ``Collie-Signature: t=<unix seconds>,v1=<hex>
+[,v1=<hex>…]`` where each hex is HMAC-SHA256 under one secret of the bytes ``f"{id}.{t}."``
+followed by the raw body (Standard Webhooks' order); one ``v1`` per secret while secrets
+rotate. The id names the delivery: it is the same on every retry (each retry is signed afresh
+with a later ``t``), so a receiver that took a try whose answer was lost drops the retry as a
+duplicate. Without an id the signed bytes are ``f"{t}."`` and the body (Stripe's scheme, so its
+test cases apply). A receiver accepts a delivery whose ``t`` is within ±300 s of its own clock
+(300 accepted, 301 refused), whose raw body matches one ``v1`` under one of its secrets, and
+whose id (or, without one, whose signed bytes) it has not seen: a duplicate raises
+``Duplicate``, which a receiver answers with 2xx so the sender stops retrying.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import hmac
 import logging
 import random
 import re
+import secrets as secrets_module
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -24,11 +31,12 @@ from typing import Final, Protocol
 import aiohttp
 
 from push._retry import RetryPolicy, parse_retry_after
-from push.errors import SignatureError
+from push.errors import Duplicate, SignatureError
 
 log = logging.getLogger(__name__)
 
 SIGNATURE_HEADER: Final = "Collie-Signature"
+ID_HEADER: Final = "Collie-Webhook-Id"
 TOLERANCE: Final = 300  # S6: five minutes either way
 MAX_HEADER: Final = 4096
 MAX_SIGNATURES: Final = 8
@@ -39,6 +47,7 @@ _ELEMENT: Final = r"[a-z0-9]{1,16}=[!-+\--<>-~]{1,128}"
 _HEADER: Final = re.compile(rf"{_ELEMENT}(?:,{_ELEMENT})*", re.ASCII)
 _T: Final = re.compile(r"(?:0|[1-9][0-9]{0,11})", re.ASCII)
 _V1: Final = re.compile(r"[0-9a-f]{64}", re.ASCII)
+_ID: Final = re.compile(r"[A-Za-z0-9_\-]{1,64}", re.ASCII)
 
 Secret = str | bytes
 
@@ -47,15 +56,29 @@ def _key(secret: Secret) -> bytes:
     return secret.encode() if isinstance(secret, str) else secret
 
 
-def _mac(secret: Secret, t: int, body: bytes) -> bytes:
-    return hmac.new(_key(secret), f"{t}.".encode("ascii") + body, hashlib.sha256).digest()
+def _signed(t: int, body: bytes, delivery_id: str | None) -> bytes:
+    head = f"{t}." if delivery_id is None else f"{delivery_id}.{t}."
+    return head.encode("ascii") + body
 
 
-def sign(body: bytes, secrets: Sequence[Secret], t: int) -> str:
-    """The ``Collie-Signature`` value for ``body`` sent at ``t``: one ``v1`` per secret."""
+def _mac(secret: Secret, signed: bytes) -> bytes:
+    return hmac.new(_key(secret), signed, hashlib.sha256).digest()
+
+
+def webhook_id(name: str) -> str:
+    """A delivery id derived from ``name`` (e.g. an ask's once key): ``msg_`` and 32 hex."""
+    return "msg_" + hashlib.sha256(b"collie-webhook\0" + name.encode()).hexdigest()[:32]
+
+
+def sign(body: bytes, secrets: Sequence[Secret], t: int, delivery_id: str | None = None) -> str:
+    """The ``Collie-Signature`` value for ``body`` sent at ``t`` (under ``delivery_id``, the
+    ``Collie-Webhook-Id``, when given): one ``v1`` per secret."""
     if not secrets:
         raise ValueError("at least one secret")
-    return ",".join([f"t={t}", *(f"v1={_mac(s, t, body).hex()}" for s in secrets)])
+    if delivery_id is not None and not _ID.fullmatch(delivery_id):
+        raise ValueError("a webhook id is 1 to 64 of A-Z a-z 0-9 _ -")
+    signed = _signed(t, body, delivery_id)
+    return ",".join([f"t={t}", *(f"v1={_mac(s, signed).hex()}" for s in secrets)])
 
 
 def parse_header(header: str) -> tuple[int, list[bytes]]:
@@ -122,29 +145,39 @@ def verify(
     now: float,
     seen: Seen,
     *,
+    delivery_id: str | None = None,
     tolerance: float = TOLERANCE,
 ) -> int:
     """Check a delivery before its body is parsed; its ``t`` when it is valid.
+    ``delivery_id`` is the ``Collie-Webhook-Id`` header as received (None if absent).
 
     Raises:
-        SignatureError: malformed header, ``t`` more than ``tolerance`` from ``now``,
-            no ``v1`` matching under any secret, or a delivery already seen.
+        Duplicate: a valid delivery whose id (or signed bytes) was already accepted: a
+            retry of one taken; answer it 2xx and do not act on it again.
+        SignatureError: malformed header or id, ``t`` more than ``tolerance`` from
+            ``now``, or no ``v1`` matching under any secret.
     """
     if not secrets:
         raise ValueError("at least one secret")
+    if delivery_id is not None and not _ID.fullmatch(delivery_id):
+        raise SignatureError("malformed webhook id")
     t, sigs = parse_header(header)
     if abs(now - t) > tolerance:
         raise SignatureError("timestamp outside the tolerance")
-    expected = [_mac(s, t, raw_body) for s in secrets]
+    signed = _signed(t, raw_body, delivery_id)
+    expected = [_mac(s, signed) for s in secrets]
     matched = False
     for sig in sigs:
         for mac in expected:
             matched |= hmac.compare_digest(sig, mac)
     if not matched:
         raise SignatureError("no matching signature")
-    digest = hashlib.sha256(f"{t}.".encode("ascii") + raw_body).digest()
-    if not seen.first_seen(digest, t, now):
-        raise SignatureError("delivery replayed")
+    if delivery_id is not None:
+        key = b"id\0" + delivery_id.encode("ascii")
+    else:
+        key = hashlib.sha256(signed).digest()
+    if not seen.first_seen(key, t, now):
+        raise Duplicate("delivery replayed")
     return t
 
 
@@ -175,6 +208,7 @@ class WebhookTarget:
         session: aiohttp.ClientSession | None = None,
         timeout: float = TIMEOUT,
         retry: RetryPolicy | None = None,
+        verify: ssl.SSLContext | bool = True,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: Callable[[], float] = random.random,
@@ -182,6 +216,7 @@ class WebhookTarget:
         if not secrets:
             raise ValueError("at least one secret")
         self._url = url
+        self._verify = verify
         self._secrets = list(secrets)
         self._session = session
         self._owns_session = session is None
@@ -203,11 +238,14 @@ class WebhookTarget:
             await self._session.close()
             self._session = None
 
-    async def post(self, body: bytes) -> WebhookResult:
-        """Post ``body`` (JSON bytes), signed afresh with a later ``t`` on each try; 429, 5xx
-        and lost connections are retried per the retry policy."""
+    async def post(self, body: bytes, *, webhook_id: str | None = None) -> WebhookResult:
+        """Post ``body`` (JSON bytes) under ``webhook_id`` (a fresh random id if None), the
+        same id on each try, signed afresh with a later ``t``; 429, 5xx and lost connections
+        are retried per the retry policy."""
+        delivery_id = webhook_id or "msg_" + secrets_module.token_hex(16)
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            connector = aiohttp.TCPConnector(ssl=self._verify)
+            self._session = aiohttp.ClientSession(connector=connector)
         tries = 0
         t = -1
         while True:
@@ -219,7 +257,8 @@ class WebhookTarget:
             t = max(int(self._clock()), t + 1)
             headers = {
                 "Content-Type": "application/json",
-                SIGNATURE_HEADER: sign(body, self._secrets, t),
+                ID_HEADER: delivery_id,
+                SIGNATURE_HEADER: sign(body, self._secrets, t, delivery_id),
             }
             try:
                 async with (

@@ -54,6 +54,11 @@ FIELD_KINDS: Final = ("text", "select", "switch")
 RESOLUTIONS: Final = ("answered", "decided", "expired", "stopped")
 
 
+def known_state(state: str) -> str:
+    """A conversation state as a v1 reader reads it: an unknown value is ``idle`` (§14)."""
+    return state if state in CONVERSATION_STATES else "idle"
+
+
 class Base(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Base of every wire struct: immutable, keyword-only, unknown fields ignored."""
 

@@ -84,13 +84,15 @@ def build_header(
     catalogue: Catalogue,
     *,
     redact: Redact | None = None,
+    agent_subtitle: str | None = None,
 ) -> Header:
     """The header: title and "Experimental" (H1); line 2 from the first row of H2 that holds.
 
     Progress counts only with the ``progress`` feature (G1) and while the conversation is
     working or waiting (H3). Steps count when one is running (the first running one is
     "Step n"); a percent counts when it has a label. Otherwise the conversation's subtitle,
-    else its workspace, else no line 2.
+    else its workspace, else the subtitle of the agent's hello (as the list row, L3), else no
+    line 2.
     """
     title = clean(conv.title or "", TITLE_LIMIT, redact=redact).text.strip()
     header = Header(
@@ -112,6 +114,9 @@ def build_header(
     workspace = clean(conv.workspace or "", TITLE_LIMIT).text.strip()
     if workspace:
         return _with_line2(header, workspace, "workspace")
+    fallback = clean(agent_subtitle or "", TITLE_LIMIT, redact=redact).text.strip()
+    if fallback:
+        return _with_line2(header, fallback, "subtitle")
     return header
 
 

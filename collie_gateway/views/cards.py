@@ -17,14 +17,13 @@ from msgspec import Struct
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.clock import as_utc, expires_label
 from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, Redact, clean
+from wire.answers import text_limit
 from wire.messages import Ask, FormField, Option
 
 MAX_PERMISSION_OPTIONS: Final = 6  # spec A4
 MAX_CHOICE_OPTIONS: Final = 8  # spec A4
 MAX_FORM_FIELDS: Final = 6  # spec A4
 MAX_SELECT_OPTIONS: Final = 20  # ours: a select is a list the person scrolls, not a page
-TEXT_DEFAULT_LIMIT: Final = 500  # spec A4
-TEXT_MAX_LIMIT: Final = 2000  # spec A4
 FIRST_CARDS: Final = 5  # spec A8
 
 ROLE_KEYS: Final[Mapping[str, str]] = {
@@ -418,7 +417,7 @@ def _rows(options: list[Option], cleaner: _Cleaner) -> list[ChoiceRow] | None:
 
 
 def _text_input(max_length: int | None, catalogue: Catalogue) -> TextInput:
-    limit = min(max_length or TEXT_DEFAULT_LIMIT, TEXT_MAX_LIMIT)  # A4
+    limit = text_limit(max_length)  # A4, the same limit the answer is checked against
     return TextInput(
         limit=limit,
         counter=catalogue.fmt("text_counter", n=0, limit=limit),

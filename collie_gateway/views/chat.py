@@ -114,6 +114,7 @@ class ChatContext:
     catalogue: Catalogue
     now: datetime
     redact: Callable[[str], str] | None = None
+    agent_subtitle: str | None = None  # the hello's subtitle: H2's last fallback
 
 
 def match_echo(lines: Iterable[MyLine], item: Item, now: datetime) -> MyLine | None:
@@ -198,7 +199,14 @@ def build_chat(
     by_item: dict[str | None, list[Note]] = {}
     for note in notes:
         by_item.setdefault(note.after_item, []).append(note)
-    visible = [m for m in mine if ctx.now - as_utc(m.sent_at) < LINE_LIFETIME]
+    # C4: a line is keyed by its request id; once the agent's copy is in, a re-send of the
+    # same request id (a phone unsure it arrived) adds no second line.
+    echoed = {i.request_id for i in items if i.kind == "user" and i.request_id is not None}
+    visible = [
+        m
+        for m in mine
+        if m.request_id not in echoed and ctx.now - as_utc(m.sent_at) < LINE_LIFETIME
+    ]
     known = {item.id for item in items}
     mine_after: dict[str | None, list[MyLine]] = {}
     for m in visible:
@@ -241,7 +249,9 @@ def build_chat(
         agent=ctx.agent,
         conversation_id=conv.id,
         read_only=read_only,
-        header=build_header(conv, ctx.features, cat, redact=ctx.redact),
+        header=build_header(
+            conv, ctx.features, cat, redact=ctx.redact, agent_subtitle=ctx.agent_subtitle
+        ),
         lines=lines,
         cards=cards,
         bar=None if read_only else build_bar(conv, ctx.features, cat),

@@ -14,7 +14,7 @@ from collie_gateway.mirror import is_waiting
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.clock import relative_time
 from collie_gateway.views.text import TITLE_LIMIT, clean
-from wire.messages import Conversation
+from wire.messages import Conversation, known_state
 
 PAGE_SIZE = 100  # spec L6: each "Load more" reads the next 100
 
@@ -110,7 +110,7 @@ def list_row(conv: Conversation, ctx: ListContext) -> ListRow:
     return ListRow(
         conversation_id=conv.id,
         title=title if title.strip() else cat["list_untitled"],
-        status=conv.state,
+        status=known_state(conv.state),
         updated_at=conv.updated_at,
         time_label=relative_time(conv.updated_at, ctx.now, cat),
         line=line,
@@ -152,7 +152,12 @@ def build_list(
         closed_label=cat["list_closed"] if closed_rows else None,
         closed=closed_rows or None,
         footer=footer,
-        new=f"{_agent_path(ctx.agent)}/new" if version_warning is None else None,
+        # G1: the New page only for an agent that declares starters.
+        new=(
+            f"{_agent_path(ctx.agent)}/new"
+            if version_warning is None and "starters" in ctx.features
+            else None
+        ),
     )
 
 

@@ -22,6 +22,7 @@ from collie_gateway.pushing import PushTargets
 from push import (
     ApnsClient,
     Content,
+    Duplicate,
     FcmClient,
     Provider,
     RetryPolicy,
@@ -73,13 +74,18 @@ class Receiver:
     raw: list[tuple[str, bytes]] = field(default_factory=list)
     accepted: list[dict[str, object]] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    ids: list[str | None] = field(default_factory=list)
 
     async def handle(self, request: web.Request) -> web.Response:
         header = request.headers.get("Collie-Signature", "")
+        delivery_id = request.headers.get("Collie-Webhook-Id")
         body = await request.read()
         self.raw.append((header, body))
+        self.ids.append(delivery_id)
         try:
-            verify(header, body, self.secrets, time.time(), self.seen)
+            verify(header, body, self.secrets, time.time(), self.seen, delivery_id=delivery_id)
+        except Duplicate:
+            return web.json_response({"ok": True, "duplicate": True})
         except SignatureError as exc:
             self.refused.append(str(exc))
             return web.json_response({"error": str(exc)}, status=400)

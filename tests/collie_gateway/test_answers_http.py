@@ -497,17 +497,19 @@ async def test_T1_after_an_uncertain_tap_the_changed_ask_can_be_answered(rig: Ri
 # --- T1 row 9: Collie (or the agent) refused ----------------------------------------------------
 
 
-async def test_T1_refused_by_the_agent_with_its_reason(rig: Rig) -> None:
+async def test_T1_an_answer_over_the_limit_is_refused_by_collie_not_sent(rig: Rig) -> None:
     d = await desk(rig)
     ask = await d.ask(id="p", kind="text", title="Name?", max_length=3)
-    result = await d.answer("p", "r1", {"text": "too long"})
-    assert result["outcome"] == "refused"
-    assert result["settled"] is True
-    assert result["card"]["line"] == "The text is over 3 characters."  # the agent's 400
-    assert result["card"]["frozen"] is False  # answer otherwise
+    resp = await d.client.post(
+        "/api/v1/agents/desk/asks/p/answer",
+        json={"request_id": "r1", "version": 1, "answer": {"text": "too long"}},
+    )
+    assert resp.status == 400
+    assert (await resp.json())["message"] == "The text is over 3 characters."  # wire §8
+    assert d.wire.replies("p") == []  # nothing sent
+    assert (await d.client.get("/api/v1/answers/r1")).status == 404  # nothing recorded
     assert ask.open
-    assert d.acted("p") == []
-    # The claim was released: a good answer from another tap goes through.
+    # Nothing was claimed: a good answer from another tap goes through.
     assert (await d.answer("p", "r2", {"text": "ok"}))["outcome"] == "accepted"
     assert d.acted("p") == [("answered", "r2")]
 
@@ -516,19 +518,12 @@ async def test_T1_the_same_request_id_with_another_answer_is_refused_and_not_sen
     rig: Rig,
 ) -> None:
     d = await desk(rig)
-    ask = await d.ask(id="p", kind="text", title="Name?", max_length=3)
-    await d.answer("p", "r1", {"text": "too long"})
-    result = await d.answer("p", "r1", {"text": "ok"})
-    assert result["outcome"] == "refused"
-    assert result["card"]["line"] == "This request id was already used for another answer."
-    assert d.wire.replies("p") == ["r1"]  # nothing sent the second time
-    assert ask.open
-    assert d.acted("p") == []
-    # Also after an accepted answer: nothing is applied twice.
+    await d.ask(id="p", kind="text", title="Name?", max_length=3)
     await d.answer("p", "r2", {"text": "ok"})
     refused = await d.answer("p", "r2", {"text": "no"})
     assert refused["outcome"] == "refused"
-    assert d.wire.replies("p") == ["r1", "r2"]
+    assert refused["card"]["line"] == "This request id was already used for another answer."
+    assert d.wire.replies("p") == ["r2"]  # nothing sent the second time
     assert d.acted("p") == [("answered", "r2")]
     assert (await d.status("r2"))["outcome"] == "accepted"  # the ledger keeps the first
     # Also where Collie itself would refuse the new answer: the reuse is what it says.
@@ -536,7 +531,7 @@ async def test_T1_the_same_request_id_with_another_answer_is_refused_and_not_sen
     reused = await d.answer("q", "r2", {"option": "always"})
     assert reused["outcome"] == "refused"
     assert reused["card"]["line"] == "This request id was already used for another answer."
-    assert d.wire.replies() == ["r1", "r2"]
+    assert d.wire.replies() == ["r2"]
 
 
 async def test_T1_refused_without_a_reason(rig: Rig) -> None:

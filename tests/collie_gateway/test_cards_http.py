@@ -195,10 +195,12 @@ async def test_A4_text_counter_500_or_the_agents_limit_up_to_2000(rig: Rig) -> N
         "t1": (1200, "0 of 1200", "{n} of 1200"),
         "t2": (2000, "0 of 2000", "{n} of 2000"),
     }
-    # The agent holds the same limit: 2000 characters go, 2001 are refused with its reason.
-    over = await d.answer("t2", "r1", {"text": "x" * 2001})
-    assert over["outcome"] == "refused"
-    assert over["card"]["line"] == "The text is over 2000 characters."
+    # Collie holds the card's limit before sending (wire §8): 2000 characters go, 2001 are
+    # refused with the reason, sent nowhere.
+    payload = {"request_id": "r1", "version": 1, "answer": {"text": "x" * 2001}}
+    over = await d.client.post("/api/v1/agents/desk/asks/t2/answer", json=payload)
+    assert over.status == 400
+    assert (await over.json())["message"] == "The text is over 2000 characters."
     assert (await d.answer("t2", "r2", {"text": "x" * 2000}))["outcome"] == "accepted"
 
 
@@ -233,9 +235,10 @@ async def test_A4_form_text_select_switch_required(rig: Rig) -> None:
         None,
         [],
     )
-    missing = await d.answer("f", "r1", {"fields": {"colour": "g"}})
-    assert missing["outcome"] == "refused"
-    assert missing["card"]["line"] == "The field 'Name' is required."
+    payload = {"request_id": "r1", "version": 1, "answer": {"fields": {"colour": "g"}}}
+    missing = await d.client.post("/api/v1/agents/desk/asks/f/answer", json=payload)
+    assert missing.status == 400  # Collie checks it before sending (wire §8)
+    assert (await missing.json())["message"] == "The field 'Name' is required."
     answer = {"fields": {"name": "Ada", "colour": "g", "loud": True}}
     assert (await d.answer("f", "r2", answer))["outcome"] == "accepted"
     resolution = await ask.wait()

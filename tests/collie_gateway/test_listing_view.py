@@ -187,7 +187,7 @@ def test_L3_hrefs_are_url_encoded() -> None:
     row = list_row(conv("c/1?x#y"), ctx(agent="my desk"))
     assert row.href == "/api/v1/agents/my%20desk/conversations/c%2F1%3Fx%23y"
     assert unquote(row.href.rsplit("/", 1)[1]) == "c/1?x#y"
-    listed = build_list([], None, ctx(agent="my desk"))
+    listed = build_list([], None, ctx(agent="my desk", features=("starters",)))
     assert listed.new == "/api/v1/agents/my%20desk/new"
 
 
@@ -277,9 +277,10 @@ def test_R5_warning_box_and_no_new_conversation() -> None:
 
 
 def test_R5_no_warning_offers_new_conversation() -> None:
-    listed = build_list([conv("c1")], None, ctx())
+    listed = build_list([conv("c1")], None, ctx(features=("starters",)))
     assert listed.warning is None
     assert listed.new == "/api/v1/agents/desk/new"
+    assert build_list([conv("c1")], None, ctx()).new is None  # G1: starters not declared
 
 
 # --- L7: no history -------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from collie_gateway.gateway import Gateway
 from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
-from push import RetryPolicy, SeenSet, SignatureError, open_envelope, verify
+from push import Duplicate, RetryPolicy, SeenSet, SignatureError, open_envelope, verify
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from tests.collie_gateway.push_fixtures import (
     TOPIC,
@@ -250,7 +250,11 @@ async def test_P2_X1_push_wording_ids_collapse_and_expiry(rig: Rig, svc: Service
         "subtitle": "Run step a2?",
     }
     assert alert(by_ask["a3"])["title"] == "Permission needed in Fix ghp_•••• leak"
-    assert by_ask["a2"].headers["apns-expiration"] == "0"  # no deadline: try once
+    # No deadline: it waits an hour for an offline phone (issue 10.4), on both services.
+    an_hour = math.ceil(rig.clock().timestamp()) + 3600
+    assert by_ask["a2"].headers["apns-expiration"] == str(an_hour)
+    fcm_a2 = next(r.message for r in svc.fcm.requests if r.message["data"]["ask"] == "a2")  # type: ignore[index]
+    assert fcm_a2["android"]["ttl"] == "3600s"  # type: ignore[index]
 
     # X1: the secret never reached either service, not even in part.
     for raw in [r.body for r in svc.apns.requests] + [
@@ -777,12 +781,17 @@ def check_delivery(hook: Receiver, secret: bytes) -> None:
     ((header, raw),) = hook.raw
     assert re.fullmatch(r"t=[0-9]+,v1=[0-9a-f]{64}", header)
     t = int(header.split(",")[0][2:])
+    (delivery_id,) = hook.ids
+    assert delivery_id is not None
+    assert re.fullmatch(r"msg_[0-9a-f]{32}", delivery_id)
     seen = SeenSet()
-    assert verify(header, raw, [secret], t, seen) == t
-    with pytest.raises(SignatureError):
-        verify(header, raw, [secret], t, seen)  # a replay
+    assert verify(header, raw, [secret], t, seen, delivery_id=delivery_id) == t
+    with pytest.raises(Duplicate):
+        verify(header, raw, [secret], t, seen, delivery_id=delivery_id)  # a replay
     with pytest.raises(SignatureError):
         verify(header, raw.replace(b"a1", b"a2"), [secret], t, SeenSet())  # tampered
+    with pytest.raises(SignatureError):
+        verify(header, raw, [secret], t, SeenSet())  # the id header stripped
 
 
 # --- the delivery log ------------------------------------------------------------------------

@@ -99,6 +99,8 @@ def make_tls(directory: Path) -> Tls:
         .sign(ca_key, hashes.SHA256())
     )
     cert_path, key_path = directory / "leaf.pem", directory / "leaf.key"
+    # The CA as a file too: a gateway process trusts it through COLLIE_PUSH_CA_FILE.
+    (directory / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     cert_path.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
         leaf_key.private_bytes(

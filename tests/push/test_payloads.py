@@ -196,8 +196,13 @@ def test_apns_headers_and_expiration(content: Content) -> None:
     assert req.headers["apns-priority"] == "10"
     assert req.headers["apns-topic"] == "org.x"
     assert req.headers["apns-expiration"] == str(int(T0) + 61)
+    # Issue 10.4: without a deadline a push waits an hour by default for an offline phone.
+    assert apns_request(apns_device(), note(), topic="t", content=content, now=T0).headers[
+        "apns-expiration"
+    ] == str(int(T0) + 3600)
+    at_once = Content(strings=Catalogue(), default_ttl=0)
     assert (
-        apns_request(apns_device(), note(), topic="t", content=content, now=T0).headers[
+        apns_request(apns_device(), note(), topic="t", content=at_once, now=T0).headers[
             "apns-expiration"
         ]
         == "0"
@@ -206,6 +211,11 @@ def test_apns_headers_and_expiration(content: Content) -> None:
     assert apns_request(apns_device(), note(), topic="t", content=waiting, now=T0).headers[
         "apns-expiration"
     ] == str(int(T0) + 600)
+
+
+def test_P2_fcm_ttl_without_a_deadline_is_an_hour_by_default() -> None:
+    message = fcm_message(fcm_device(), note(), content=Content(strings=Catalogue()), now=T0)
+    assert message["message"]["android"]["ttl"] == "3600s"  # type: ignore[index]
 
 
 @pytest.mark.parametrize(

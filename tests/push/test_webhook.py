@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import hmac
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -12,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytest_aiohttp import AiohttpServer
 
-from push import SeenSet, SignatureError, WebhookTarget, sign, verify
-from push.webhook import SIGNATURE_HEADER, parse_header
+from push import Duplicate, SeenSet, SignatureError, WebhookTarget, sign, verify, webhook_id
+from push.webhook import ID_HEADER, SIGNATURE_HEADER, parse_header
 from tests.push.conftest import FakeClock, FakeSleep
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "push"
@@ -182,56 +186,117 @@ def test_verify_needs_a_secret() -> None:
         sign(BODY, [], T)
 
 
+# --- the delivery id (issue 10.5) -----------------------------------------------------------
+
+
+def test_S6_the_id_is_signed_with_the_body() -> None:
+    header = sign(BODY, [SECRET], T, "msg_1")
+    assert verify(header, BODY, [SECRET], T, SeenSet(), delivery_id="msg_1") == T
+    # Standard Webhooks' order: id, then t, then the body.
+    mac = hmac.new(SECRET.encode(), f"msg_1.{T}.".encode() + BODY, hashlib.sha256).hexdigest()
+    assert header == f"t={T},v1={mac}"
+    with pytest.raises(SignatureError, match="no matching"):
+        verify(header, BODY, [SECRET], T, SeenSet(), delivery_id="msg_2")
+    with pytest.raises(SignatureError, match="no matching"):
+        verify(header, BODY, [SECRET], T, SeenSet())  # the id header stripped
+    with pytest.raises(SignatureError, match="malformed webhook id"):
+        verify(header, BODY, [SECRET], T, SeenSet(), delivery_id="msg 1")
+
+
+def test_S6_a_second_delivery_of_one_id_is_a_duplicate_even_signed_afresh() -> None:
+    seen = SeenSet()
+    assert verify(sign(BODY, [SECRET], T, "msg_1"), BODY, [SECRET], T, seen, delivery_id="msg_1")
+    with pytest.raises(Duplicate):
+        verify(
+            sign(BODY, [SECRET], T + 7, "msg_1"), BODY, [SECRET], T + 7, seen, delivery_id="msg_1"
+        )
+    # Another id is another delivery, though the body is the same.
+    assert verify(sign(BODY, [SECRET], T, "msg_2"), BODY, [SECRET], T, seen, delivery_id="msg_2")
+
+
+def test_S6_webhook_ids_are_stable_per_name() -> None:
+    assert webhook_id("ask-1") == webhook_id("ask-1") != webhook_id("ask-2")
+    assert webhook_id("ask-1").startswith("msg_")
+    assert len(webhook_id("ask-1")) == 36
+
+
 # --- posting --------------------------------------------------------------------------------
 
 
-async def receiver(
-    aiohttp_server: AiohttpServer, answers: list[int]
-) -> tuple[TestServer, list[int]]:
-    seen, verified = SeenSet(), []
+@dataclass
+class Hook:
+    """A receiver as the README shows it: verify, drop duplicates by id (answer 2xx), act."""
 
-    async def hook(request: web.Request) -> web.Response:
+    answers: list[int]  # its own answers to deliveries it acts on (then 204)
+    seen: SeenSet = field(default_factory=SeenSet)
+    acted: list[int] = field(default_factory=list)  # t of each delivery acted on
+    ids: list[str] = field(default_factory=list)  # the id of every try
+    duplicates: int = 0
+    slow: float = 0.0  # seconds it takes to act (longer than the sender waits: a timeout)
+
+    async def handle(self, request: web.Request) -> web.Response:
         raw = await request.read()  # raw bytes, verified before parsing
-        t = verify(request.headers[SIGNATURE_HEADER], raw, [SECRET], T, seen)
-        verified.append(t)
+        delivery_id = request.headers.get(ID_HEADER)
+        self.ids.append(delivery_id or "")
+        status = self.answers.pop(0) if self.answers else 204
+        if status >= 500:
+            return web.Response(status=status)  # overloaded: nothing taken
+        try:
+            t = verify(
+                request.headers[SIGNATURE_HEADER], raw, [SECRET], T, self.seen,
+                delivery_id=delivery_id,
+            )  # fmt: skip
+        except Duplicate:
+            self.duplicates += 1
+            return web.Response(status=200)  # taken before: do not act again
         json.loads(raw)
-        return web.Response(status=answers.pop(0) if answers else 204)
+        self.acted.append(t)
+        await asyncio.sleep(self.slow)
+        return web.Response(status=status)
 
+
+async def receiver(aiohttp_server: AiohttpServer, hook: Hook) -> TestServer:
     app = web.Application()
-    app.router.add_post("/hook", hook)
-    return await aiohttp_server(app), verified
+    app.router.add_post("/hook", hook.handle)
+    return await aiohttp_server(app)
 
 
 async def test_S6_post_signs_and_a_receiver_verifies(aiohttp_server: AiohttpServer) -> None:
-    server, verified = await receiver(aiohttp_server, [])
-    async with WebhookTarget(str(server.make_url("/hook")), [SECRET], clock=lambda: T) as hook:
-        result = await hook.post(BODY)
+    hook = Hook([])
+    server = await receiver(aiohttp_server, hook)
+    async with WebhookTarget(str(server.make_url("/hook")), [SECRET], clock=lambda: T) as target:
+        result = await target.post(BODY, webhook_id="msg_a1")
     assert result.ok
     assert result.status == 204
-    assert verified == [T]
+    assert hook.acted == [T]
+    assert hook.ids == ["msg_a1"]
 
 
 async def test_S6_a_failed_delivery_is_reported_not_raised(aiohttp_server: AiohttpServer) -> None:
-    server, verified = await receiver(aiohttp_server, [503, 503, 503])
+    hook = Hook([503, 503, 503])
+    server = await receiver(aiohttp_server, hook)
     sleep = FakeSleep()
     async with WebhookTarget(
         str(server.make_url("/hook")), [SECRET], clock=lambda: T, sleep=sleep
-    ) as hook:
-        result = await hook.post(BODY)
+    ) as target:
+        result = await target.post(BODY)
     assert not result.ok
     assert result.status == 503
     assert result.attempts == 3
-    assert verified == [T, T + 1, T + 2]  # each try is a new delivery to the seen-set
-    server2, _ = await receiver(aiohttp_server, [400])
-    async with WebhookTarget(str(server2.make_url("/hook")), [SECRET], clock=lambda: T) as hook:
-        refused = await hook.post(BODY)
+    assert len(set(hook.ids)) == 1  # one delivery, three tries: one id (a random one)
+    assert hook.ids[0].startswith("msg_")
+    hook2 = Hook([400])
+    server2 = await receiver(aiohttp_server, hook2)
+    async with WebhookTarget(str(server2.make_url("/hook")), [SECRET], clock=lambda: T) as target:
+        refused = await target.post(BODY)
     assert not refused.ok
     assert refused.reason == "HTTP 400"
     assert refused.attempts == 1
 
 
 async def test_S6_a_retry_is_signed_afresh_and_accepted(aiohttp_server: AiohttpServer) -> None:
-    server, verified = await receiver(aiohttp_server, [500])
+    hook = Hook([500])
+    server = await receiver(aiohttp_server, hook)
     clock = FakeClock(T + 5.0)  # the retry comes 0.25 s later: the same second
     async with WebhookTarget(
         str(server.make_url("/hook")),
@@ -239,11 +304,31 @@ async def test_S6_a_retry_is_signed_afresh_and_accepted(aiohttp_server: AiohttpS
         clock=clock,
         sleep=FakeSleep(clock),
         rng=lambda: 0.0,
-    ) as hook:
-        result = await hook.post(BODY)
+    ) as target:
+        result = await target.post(BODY, webhook_id="msg_a1")
     assert result.ok
     assert result.attempts == 2
-    assert verified == [T + 5, T + 6]
+    assert hook.acted == [T + 6]
+    assert hook.ids == ["msg_a1", "msg_a1"]
+
+
+async def test_S6_a_slow_receiver_acts_once_on_a_delivery_retried_after_a_timeout(
+    aiohttp_server: AiohttpServer,
+) -> None:
+    # Issue 10.5: the first try is taken but its answer comes after the sender gave up; the
+    # retries carry the same id and are dropped as duplicates, answered 200.
+    hook = Hook([], slow=0.5)
+    server = await receiver(aiohttp_server, hook)
+    async with WebhookTarget(
+        str(server.make_url("/hook")), [SECRET], clock=lambda: T, timeout=0.2, sleep=FakeSleep()
+    ) as target:
+        result = await target.post(BODY, webhook_id="msg_a1")
+    assert result.ok
+    assert result.status == 200
+    assert result.attempts == 2
+    assert hook.acted == [T]
+    assert hook.duplicates == 1
+    assert hook.ids == ["msg_a1", "msg_a1"]
 
 
 async def test_S6_an_unreachable_receiver_is_reported() -> None:

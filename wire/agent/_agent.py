@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import msgspec
 from msgspec.structs import replace
 
-from wire.agent._answers import check_answer
 from wire.agent._handles import (
     AskHandle,
     ConversationHandle,
@@ -29,6 +28,7 @@ from wire.agent._handles import (
     checked,
 )
 from wire.agent._store import Store, Tx
+from wire.answers import check_answer
 from wire.messages import (
     MAX_BODY,
     WIRE_VERSION,

@@ -1,0 +1,88 @@
+"""Serve the phone API until SIGTERM or SIGINT, then stop within a bounded time (issue 10).
+
+The first signal stops accepting, ends every live stream (phones reconnect with
+``Last-Event-ID`` to the next run), gives requests in flight ``HTTP_GRACE`` seconds (an
+answer not settled by then stays recorded as uncertain and is sent again by the next run),
+gives pending pushes one shared ``PUSH_GRACE`` (``Pushing.close``), flushes the store and
+returns 0. A second signal exits at once with ``EXIT_CUT_SHORT``: what was committed stays (the
+store is written as if killed), nothing else is waited for. Should a stop still take longer
+than ``BACKSTOP`` seconds, the process exits the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Final
+
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+HTTP_GRACE: Final = 1.0  # ours: requests in flight at a stop (answers) get this long
+BACKSTOP: Final = 4.5  # ours: a stop never takes longer (service managers wait 5 s or more)
+EXIT_CUT_SHORT: Final = 1  # "failed while running": the stop was cut short
+
+
+def _exit_now(message: str) -> None:
+    """Leave at once: no cleanup, no traceback (the store is crash-safe, as after kill -9)."""
+    try:
+        sys.stderr.write(f"collie-gateway: {message}\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(EXIT_CUT_SHORT)
+
+
+def serve(
+    app: web.Application,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    unix_path: Path | None = None,
+) -> int:
+    """Serve ``app`` on ``host:port`` (or the Unix socket ``unix_path``) until a signal;
+    the exit code (0 after a clean stop).
+
+    Raises:
+        OSError: the address cannot be bound.
+    """
+    return asyncio.run(_serve(app, host, port, unix_path))
+
+
+async def _serve(app: web.Application, host: str, port: int, unix_path: Path | None) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if stop.is_set():
+            _exit_now(f"{sig.name} again: exiting at once")
+        stop.set()
+        # Whatever hangs past this point, the process still leaves (a daemon thread: it
+        # fires even if the loop or the interpreter's exit is blocked).
+        timer = threading.Timer(BACKSTOP, _exit_now, (f"stop took over {BACKSTOP} s",))
+        timer.daemon = True
+        timer.start()
+        log.warning("%s: stopping (send it again to exit at once)", sig.name)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    # aiohttp waits ``shutdown_timeout`` for handlers, then cancels them and waits as long
+    # again: half the grace each.
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=HTTP_GRACE / 2)
+    try:
+        await runner.setup()
+        site: web.BaseSite
+        if unix_path is not None:
+            site = web.UnixSite(runner, str(unix_path))
+        else:
+            site = web.TCPSite(runner, host, port)
+        await site.start()
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+    return 0
