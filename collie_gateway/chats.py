@@ -128,6 +128,7 @@ class Chats:
         self._read_again: set[str] = set()
         self._loading: dict[tuple[str, str], list[tuple[str | None, AgentEvent | Note]]] = {}
         self.unsaved: dict[tuple[str, str], list[Note]] = {}  # notes not yet in SQLite
+        self._to_publish: dict[tuple[str, str], None] = {}  # conversations to publish, in order
 
     async def close(self) -> None:
         """Cancel background refreshes."""
@@ -411,7 +412,7 @@ class Chats:
             elif change.closed:
                 state.conv = msgspec.structs.replace(state.conv, state="closed", asks=[])
         if not isinstance(event, ItemDelta | ItemAppended | ItemUpdated):
-            self._publish_conversation(agent, cid)
+            self._publish_soon(agent, cid)
 
     def add_note(self, agent: str, conv_id: str, key: str, note: Note) -> None:
         """Add a receipt or "stopped" line to a chat (stored by the gateway)."""
@@ -442,6 +443,24 @@ class Chats:
         mine = match_echo(lines, item, now)
         if mine is not None:
             lines.remove(mine)
+
+    def _publish_soon(self, agent: str, conv_id: str) -> None:
+        """Publish the conversation's row and chat once the events read with this one are
+        applied: an agent's transaction (an ask raised and its conversation now waiting)
+        costs one build and reaches the phone as one state, not two."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a direct call): at once
+            self._publish_conversation(agent, conv_id)
+            return
+        if not self._to_publish:
+            loop.call_soon(self._publish_pending)
+        self._to_publish[agent, conv_id] = None
+
+    def _publish_pending(self) -> None:
+        pending, self._to_publish = self._to_publish, {}
+        for agent, conv_id in pending:
+            self._publish_conversation(agent, conv_id)
 
     def _publish_conversation(self, agent: str, conv_id: str) -> None:
         mirror = self.gw.mirrors[agent]
