@@ -178,11 +178,9 @@ class Answering:
 
     async def pending(self, agent: str) -> list[Record]:
         """Taps of ``agent`` sent but not settled, oldest first."""
-        async with self.store.db.execute(
-            f"SELECT {_COLUMNS} FROM answers WHERE agent = ? AND settled = 0 ORDER BY created_at",
-            (agent,),
-        ) as cur:
-            return [_row(r) for r in await cur.fetchall()]
+        sql = f"SELECT {_COLUMNS} FROM answers WHERE agent = ? AND settled = 0 ORDER BY created_at"
+        rows = await self.store.query(lambda conn: conn.execute(sql, (agent,)).fetchall())
+        return [_row(r) for r in rows]
 
     async def resend_pending(
         self, agent: str, send: Sender, ask_id: str | None = None

@@ -114,6 +114,36 @@ def lasting(delivery: Delivery) -> bool:
     return status is not None and 400 <= status < 500 and status != 429
 
 
+
+
+def _insert_log(conn: sqlite3.Connection, entry: tuple[Any, ...]) -> None:
+    """Write one delivery-log row; every 1,000 rows, drop all but the newest LOG_KEPT."""
+    cur = conn.execute(
+        "INSERT INTO push_log(at, agent, conversation, ask, device, outcome, reason,"
+        " provider_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        entry,
+    )
+    if cur.lastrowid is not None and cur.lastrowid % 1000 == 0:
+        conn.execute("DELETE FROM push_log WHERE id <= ?", (cur.lastrowid - LOG_KEPT,))
+
+def _devices(conn: sqlite3.Connection) -> list[Device]:
+    """Every registered device (in the database's thread)."""
+    rows = conn.execute(
+        "SELECT id, provider, token, environment, key, registered_at FROM devices"
+        " ORDER BY registered_at"
+    ).fetchall()
+    return [
+        Device(
+            id=str(r[0]),
+            provider=Provider(str(r[1])),
+            token=str(r[2]),
+            environment=Environment(str(r[3])),
+            key=bytes(r[4]) if r[4] is not None else None,
+            registered_at=float(r[5]),
+        )
+        for r in rows
+    ]
+
 class Pushing:
     """The gateway's push service."""
 
@@ -227,22 +257,7 @@ class Pushing:
 
     async def devices(self) -> list[Device]:
         """Every registered device."""
-        async with self.gw.store.db.execute(
-            "SELECT id, provider, token, environment, key, registered_at FROM devices"
-            " ORDER BY registered_at"
-        ) as cur:
-            rows = await cur.fetchall()
-        return [
-            Device(
-                id=str(r[0]),
-                provider=Provider(str(r[1])),
-                token=str(r[2]),
-                environment=Environment(str(r[3])),
-                key=bytes(r[4]) if r[4] is not None else None,
-                registered_at=float(r[5]),
-            )
-            for r in rows
-        ]
+        return await self.gw.store.query(_devices)
 
     # --- presence ------------------------------------------------------------------------
 
@@ -306,7 +321,9 @@ class Pushing:
         every delivery is reported)."""
         now = self.gw.settings.clock()
 
-        def read(conn: sqlite3.Connection) -> tuple[str | None, str | None, set[str]]:
+        def read(
+            conn: sqlite3.Connection,
+        ) -> tuple[str | None, str | None, set[str], list[Device]]:
             row = conn.execute(
                 "SELECT state, reason FROM push_once WHERE key = ?", (key,)
             ).fetchone()
@@ -314,9 +331,10 @@ class Pushing:
                 str(r[0])
                 for r in conn.execute("SELECT device FROM push_delivered WHERE key = ?", (key,))
             }
-            return (str(row[0]), row[1], done) if row else (None, None, done)
+            devices = _devices(conn)  # in the same round trip to the database
+            return (str(row[0]), row[1], done, devices) if row else (None, None, done, devices)
 
-        state, reason, delivered = await self.gw.store.run(read)
+        state, reason, delivered, devices = await self.gw.store.run(read)
         if state == DONE:
             if not quiet:
                 why = f"not pushed earlier: {reason}" if reason not in (None, SENT) else None
@@ -328,15 +346,13 @@ class Pushing:
             for hook in self.targets.webhooks:
                 self._spawn_hook(hook, key, agent, ask)
         if self.showing(agent, ask.conversation):
-            await self._settle(key, now, "a phone is showing this chat")
-            await self._log(agent, ask, None, "suppressed", "a phone is showing this chat")
+            showing = "a phone is showing this chat"
+            await self._settle(key, now, showing, then_log=(agent, ask, "suppressed", showing))
             return False
-        devices = await self.devices()
         if not devices:
             # Lasting: the phone that registers next shows the ask on its dashboard at once
             # (it registers from the app), so a push then would only buzz (README, issue 10).
-            await self._settle(key, now, NO_DEVICE)
-            await self._log(agent, ask, None, "suppressed", NO_DEVICE)
+            await self._settle(key, now, NO_DEVICE, then_log=(agent, ask, "suppressed", NO_DEVICE))
             return False
         todo = [d for d in devices if d.id not in delivered]
         if not todo:
@@ -349,8 +365,10 @@ class Pushing:
             pane_key, f"{self.machine}/{agent}", self.machine, now.timestamp()
         )
         if isinstance(decision, Quiet):
-            await self._settle(key, now, f"rate limited ({decision.reason.value})")
-            await self._log(agent, ask, None, "rate_limited", decision.reason.value)
+            why = decision.reason.value
+            await self._settle(
+                key, now, f"rate limited ({why})", then_log=(agent, ask, "rate_limited", why)
+            )
             return False
         limiter_state = self.limiter.to_state(now.timestamp())
 
@@ -439,15 +457,34 @@ class Pushing:
 
         await self.gw.store.run(write)
 
-    async def _settle(self, key: str, now: datetime, reason: str) -> None:
-        """A lasting decision about the ask's push: stored, so no later run pushes it."""
-        await self.gw.store.run(
-            lambda conn: conn.execute(
+    async def _settle(
+        self,
+        key: str,
+        now: datetime,
+        reason: str,
+        *,
+        then_log: tuple[str, Ask, str, str | None] | None = None,
+    ) -> None:
+        """A lasting decision about the ask's push: stored, so no later run pushes it; with
+        ``then_log`` (agent, ask, outcome, reason), logged in the same transaction."""
+        entry = None
+        if then_log is not None:
+            agent, ask, outcome, why = then_log
+            log.info("push %s/%s: %s (%s)", agent, ask.id, outcome, why)
+            entry = self._log_entry(agent, ask.conversation, ask.id, None, outcome, why)
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
                 "INSERT INTO push_once(key, at, state, reason) VALUES (?, ?, 'done', ?)"
                 " ON CONFLICT(key) DO UPDATE SET state = 'done', reason = excluded.reason",
                 (key, now.timestamp(), reason),
             )
-        )
+            if entry is not None:
+                _insert_log(conn, entry)
+
+        await self.gw.store.run(write)
+        if entry is not None:
+            self._logged(entry)
 
     async def ask_resolved(self, agent: str, ask: Ask) -> None:
         """The ask was answered, expired or withdrawn: a push still owed for it is not sent
@@ -532,19 +569,27 @@ class Pushing:
         reason: str | None,
         provider_id: str | None = None,
     ) -> None:
+        entry = self._log_entry(agent, conversation, ask, device, outcome, reason, provider_id)
+        await self.gw.store.run(lambda conn: _insert_log(conn, entry))
+        self._logged(entry)
+
+    def _log_entry(
+        self,
+        agent: str | None,
+        conversation: str | None,
+        ask: str | None,
+        device: str | None,
+        outcome: str,
+        reason: str | None,
+        provider_id: str | None = None,
+    ) -> tuple[Any, ...]:
+        """A row of the delivery log."""
         at = self.gw.settings.clock().isoformat()
-        row = (at, agent, conversation, ask, device, outcome, reason, provider_id)
+        return (at, agent, conversation, ask, device, outcome, reason, provider_id)
 
-        def write(conn: sqlite3.Connection) -> None:
-            cur = conn.execute(
-                "INSERT INTO push_log(at, agent, conversation, ask, device, outcome, reason,"
-                " provider_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
-            if cur.lastrowid is not None and cur.lastrowid % 1000 == 0:
-                conn.execute("DELETE FROM push_log WHERE id <= ?", (cur.lastrowid - LOG_KEPT,))
-
-        await self.gw.store.run(write)
+    def _logged(self, entry: tuple[Any, ...]) -> None:
+        """Tell the phones of a row written to the delivery log."""
+        _, agent, _, ask, device, outcome, reason, _ = entry
         self.gw.bus.publish(
             "push.logged",
             {"agent": agent, "ask": ask, "device": device, "outcome": outcome, "reason": reason},
