@@ -116,12 +116,13 @@ def lasting(delivery: Delivery) -> bool:
 
 
 
-def _insert_log(conn: sqlite3.Connection, entry: tuple[Any, ...]) -> None:
+def _insert_log(conn: sqlite3.Connection, entry: tuple[str | None, ...]) -> None:
     """Write one delivery-log row; every 1,000 rows, drop all but the newest LOG_KEPT."""
+    padded = (*entry, None)[:8]  # provider_id is optional
     cur = conn.execute(
         "INSERT INTO push_log(at, agent, conversation, ask, device, outcome, reason,"
         " provider_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        entry,
+        padded,
     )
     if cur.lastrowid is not None and cur.lastrowid % 1000 == 0:
         conn.execute("DELETE FROM push_log WHERE id <= ?", (cur.lastrowid - LOG_KEPT,))
@@ -573,23 +574,13 @@ class Pushing:
         await self.gw.store.run(lambda conn: _insert_log(conn, entry))
         self._logged(entry)
 
-    def _log_entry(
-        self,
-        agent: str | None,
-        conversation: str | None,
-        ask: str | None,
-        device: str | None,
-        outcome: str,
-        reason: str | None,
-        provider_id: str | None = None,
-    ) -> tuple[Any, ...]:
-        """A row of the delivery log."""
-        at = self.gw.settings.clock().isoformat()
-        return (at, agent, conversation, ask, device, outcome, reason, provider_id)
+    def _log_entry(self, *fields: str | None) -> tuple[str | None, ...]:
+        """A row of the delivery log: its time, then ``_write_log``'s fields in its order."""
+        return (self.gw.settings.clock().isoformat(), *fields)
 
-    def _logged(self, entry: tuple[Any, ...]) -> None:
+    def _logged(self, entry: tuple[str | None, ...]) -> None:
         """Tell the phones of a row written to the delivery log."""
-        _, agent, _, ask, device, outcome, reason, _ = entry
+        _, agent, _, ask, device, outcome, reason, *_ = entry
         self.gw.bus.publish(
             "push.logged",
             {"agent": agent, "ask": ask, "device": device, "outcome": outcome, "reason": reason},
