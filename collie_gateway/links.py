@@ -316,11 +316,18 @@ class AgentLink:
                     for event_id, event in coalesce(decoded):
                         self._dispatch(event_id, event)
                     now = loop.time()
-                    if now - last < frame and len(chunk) < BUSY_CHUNK and transport is not None:
-                        # A busy stream of small writes (a reply streamed token by token): let
-                        # a frame's worth gather in the socket, read it in one go and relay it
-                        # as one phone event (coalesce), not one wake-up each. (A backlog comes
-                        # in big chunks, read at once.)
+                    streaming = any(isinstance(e, ItemDelta) for _, e in decoded)
+                    if (
+                        streaming
+                        and now - last < frame
+                        and len(chunk) < BUSY_CHUNK
+                        and transport is not None
+                    ):
+                        # A busy stream of small writes of deltas (a reply streamed token by
+                        # token): let a frame's worth gather in the socket, read it in one go
+                        # and relay it as one phone event (coalesce), not one wake-up each.
+                        # (A backlog comes in big chunks, read at once; other events are not
+                        # held back.)
                         transport.pause_reading()
                         try:
                             await asyncio.sleep(frame)

@@ -136,8 +136,6 @@ async def events(request: web.Request) -> web.StreamResponse:
         elif replay:
             await resp.write(b"".join(event.frame for event in replay))
         frame_s = gw.settings.stream_frame
-        loop = asyncio.get_running_loop()
-        wrote = 0.0
         while True:
             if sub.overflowed:
                 await resp.write(PhoneEvent(gw.bus.last_id, "reset", b"{}").frame)
@@ -149,17 +147,15 @@ async def events(request: web.Request) -> web.StreamResponse:
                 except TimeoutError:
                     await resp.write(b": ping\n\n")
                     continue
-            # At most one write a frame: what arrives meanwhile (a streamed reply's deltas)
-            # goes out with it — one send for many events.
-            wait = wrote + frame_s - loop.time()
-            if wait > 0 and not sub.ended:
-                await asyncio.sleep(wait)
             frames = sub.take(WRITE_BATCH)
             if frames:
                 await resp.write(b"".join(frames))
-                wrote = loop.time()
             if sub.ended and not sub.pending:
                 break  # the gateway stops: the phone reconnects to the next run
+            if frames and not sub.ended:
+                # At most one write a frame: what arrives meanwhile (a streamed reply's
+                # deltas) goes out with the next — one send and one wake-up for many events.
+                await asyncio.sleep(frame_s)
     except ConnectionResetError:
         return resp
     finally:
