@@ -319,7 +319,7 @@ class AgentLink:
                     streaming = any(isinstance(e, ItemDelta) for _, e in decoded)
                     if (
                         streaming
-                        and now - last < frame
+                        and now - last < frame / 4  # several deltas a frame, not one
                         and len(chunk) < BUSY_CHUNK
                         and transport is not None
                     ):

@@ -31,7 +31,7 @@ class LinkTiming:
     backoff_first: float = 0.5
     backoff_cap: float = 30.0
     version_recheck: float = 60.0
-    busy_read: float = 0.02  # ours: a stream read again within this waits this long first
+    busy_read: float = 0.02  # ours: a delta stream read again within a quarter of this waits it
 
 
 @dataclass(frozen=True, slots=True)
