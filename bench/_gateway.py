@@ -31,7 +31,7 @@ from aiohttp import web
 from collie_gateway.app import GATEWAY, create_app
 from collie_gateway.gateway import Gateway
 from collie_gateway.settings import LinkTiming, Settings
-from collie_gateway.sources import load_sources
+from collie_gateway.sources import load_crew, load_sources
 
 # Backoff short enough that a paused agent is back within ~0.2 s (chat_bench's replay).
 FAST = LinkTiming(backoff_first=0.05, backoff_cap=0.2)
@@ -109,6 +109,7 @@ async def main(args: argparse.Namespace) -> None:
     sources = load_sources(args.sources)
     settings = Settings(
         sources=sources,
+        crew=load_crew(args.sources),  # a lead's members, if any (crew_bench.py)
         db_path=args.db,
         host="127.0.0.1",
         port=0,
@@ -135,6 +136,7 @@ async def main(args: argparse.Namespace) -> None:
     try:
         async with asyncio.timeout(args.ready_timeout):
             await asyncio.gather(*(link.ready.wait() for link in gw.links.values()))
+            await asyncio.gather(*(link.ready.wait() for link in gw.crew.links.values()))
     except TimeoutError:
         states: dict[str, int] = {}
         for mirror in gw.mirrors.values():
@@ -168,6 +170,7 @@ async def main(args: argparse.Namespace) -> None:
             "traced_bytes": traced,
             "traced_top": top,
             "links": len(gw.links),
+            "crew": len(gw.crew.links),
         }
     )
     encoder = msgspec.json.Encoder()

@@ -30,7 +30,7 @@ from collie_gateway.errors import ConfigError, GatewayError
 from collie_gateway.pushing import PushTargets, TargetsFactory
 from collie_gateway.redact import redactor_from_env
 from collie_gateway.settings import Settings
-from collie_gateway.sources import load_sources
+from collie_gateway.sources import load_crew, load_sources
 from collie_gateway.strings import Catalogue
 from push import ApnsClient, Content, FcmClient, Provider, PushSender, ServiceAccount, WebhookTarget
 from push.apns import PRODUCTION_URL as APNS_PRODUCTION_URL
@@ -53,6 +53,15 @@ def _parser() -> argparse.ArgumentParser:
         description="Connect to every agent named in sources.json and serve the phone API.",
     )
     serve.add_argument("--sources", type=Path, required=True, help="path of sources.json")
+    serve.add_argument(
+        "--machine", default=None, help="this machine's name in a crew (default: the host name)"
+    )
+    serve.add_argument(
+        "--no-crew-answers",
+        dest="crew_answers",
+        action="store_false",
+        help="as a crew member, take no answers given on a lead (they are answered here only)",
+    )
     _common(serve)
     demo = sub.add_parser(
         "demo",
@@ -62,7 +71,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     _common(demo)
     demo.add_argument("--state-dir", type=Path, default=None, help="where the demo keeps files")
+    _bridge_parser(sub)
     return parser
+
+
+def _bridge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``bridge acp …``: run a bridge by hand (the gateway runs the ones in sources.json)."""
+    from bridges.acp.cli import add_arguments
+
+    bridge = sub.add_parser(
+        "bridge",
+        help="serve an agent of another protocol as a durable agent",
+        description="Serve an agent that speaks another protocol as a wire-v1 durable agent.",
+    )
+    kinds = bridge.add_subparsers(dest="bridge", required=True, metavar="KIND")
+    acp = kinds.add_parser(
+        "acp",
+        help="an Agent Client Protocol agent, run as COMMAND",
+        description="Serve an Agent Client Protocol agent (run as COMMAND, spoken to over its "
+        "stdio) as a wire-v1 durable agent on a Unix socket.",
+    )
+    add_arguments(acp)
+
+
+def _bridge(args: argparse.Namespace) -> int:
+    from bridges.acp.cli import run
+
+    return run(args)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -172,12 +207,14 @@ def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
     redact = redactor_from_env(os.environ).enabled
     return Settings(
         sources=load_sources(sources_path),
+        crew=load_crew(sources_path),
+        crew_answers=getattr(args, "crew_answers", True),
         db_path=args.db,
         host=args.host,
         port=args.port,
         token=os.environ.get("COLLIE_TOKEN") or None,
         spaces=tuple(args.space),
-        machine=socket.gethostname(),
+        machine=getattr(args, "machine", None) or socket.gethostname(),
         catalogue=catalogue,
         redact=redact,
         push_targets=push_targets_from_env(os.environ),
@@ -200,12 +237,10 @@ def _serve(settings: Settings) -> int:
         # Created 0600 from the start: no moment when another user could connect.
         os.umask(0o177)
         settings.unix_path.unlink(missing_ok=True)
-        print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}", flush=True)
-    else:
-        base = f"http://{settings.host}:{settings.port}"
-        print(f"collie-gateway: phone API on {base}/api/v1/dashboard", flush=True)
-    # SIGTERM/SIGINT: a bounded, clean stop; a second signal exits at once (issue 10).
-    return serving.serve(app, host=settings.host, port=settings.port, unix_path=settings.unix_path)
+        print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}")
+        return serving.serve(app, unix_path=settings.unix_path)  # SIGTERM/SIGINT: issue 10
+    print(f"collie-gateway: phone API on http://{settings.host}:{settings.port}/api/v1/dashboard")
+    return serving.serve(app, host=settings.host, port=settings.port)
 
 
 def _free_port() -> int:
@@ -266,6 +301,8 @@ def _demo(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
+    if args.command == "bridge":
+        return _bridge(args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

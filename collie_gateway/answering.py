@@ -108,7 +108,10 @@ class Answering:
             if exc.status >= 500:
                 agent_outcome = None
             else:
-                agent_outcome, reason = "refused", (str(exc) or None)
+                # The agent's own sentence (an error body) is shown; a bare status is not:
+                # the card then reads the catalogue's "The answer was refused." (issue 9.12).
+                log.info("answer %s: refused by the agent: %s", record.tap.request_id, exc)
+                agent_outcome, reason = "refused", ((str(exc) or None) if exc.code else None)
         except RemoteWireError as exc:
             log.warning("answer %s: the agent's answer was not wire v1: %s", record.tap, exc)
             agent_outcome = None

@@ -58,11 +58,13 @@ def _auth_middleware(token: str) -> Middleware:
     return auth
 
 
-async def _end_streams(app: web.Application) -> None:
+async def _stopping(app: web.Application) -> None:
     """At a stop, before requests in flight get their grace: end every live stream (a phone
-    reconnects with ``Last-Event-ID`` to the next run)."""
+    reconnects with ``Last-Event-ID`` to the next run), and let answers on their way settle
+    briefly, or answer the phone "uncertain" (issue 10)."""
     if GATEWAY in app:
         app[GATEWAY].bus.close()
+        await app[GATEWAY].settle_replies()
 
 
 def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Application:
@@ -86,6 +88,6 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
             await gw.close()
 
     app.cleanup_ctx.append(lifespan)
-    app.on_shutdown.append(_end_streams)
+    app.on_shutdown.append(_stopping)
     routes.add_routes(app)
     return app

@@ -22,12 +22,15 @@ import msgspec
 from collie_gateway.errors import AgentRejected, AgentUnreachable
 from collie_gateway.mirror import LinkState
 from collie_gateway.views.chat import (
+    CHAT_TEXT_LIMIT,
     Chat,
     ChatContext,
     LineState,
     MyLine,
     Note,
     build_chat,
+    chat_text,
+    item_line,
     match_echo,
 )
 from collie_gateway.views.listing import (
@@ -40,6 +43,7 @@ from collie_gateway.views.listing import (
     footer_for,
     list_row,
 )
+from collie_gateway.views.text import ShownText
 from wire.errors import RemoteWireError
 from wire.messages import (
     AgentEvent,
@@ -67,39 +71,25 @@ CHATS_KEPT = 500  # ours: chats kept live in memory, least recently opened dropp
 
 @dataclass(slots=True)
 class ChatState:
-    """One conversation as its chat shows it."""
+    """One conversation as its chat shows it. ``texts`` holds each item's text as shown,
+    cleaned once as it came (the items keep the rest of what the agent sent)."""
 
     conv: Conversation
     items: list[Item] = field(default_factory=list)
     index: dict[str, int] = field(default_factory=dict)
+    texts: dict[str, ShownText] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
-    pieces: dict[str, list[str]] = field(default_factory=dict)
     seen: str | None = None  # the read's Wire-Event-Id: item events up to it are in ``items``
 
-    def put(self, item: Item) -> None:
-        """Append or replace an item."""
-        self.pieces.pop(item.id, None)
+    def put(self, item: Item, shown: ShownText) -> None:
+        """Append or replace an item, with its text as shown."""
+        self.texts[item.id] = shown
         at = self.index.get(item.id)
         if at is None:
             self.index[item.id] = len(self.items)
             self.items.append(item)
         else:
             self.items[at] = item
-
-    def delta(self, item_id: str, text: str) -> None:
-        """Append text to an item still being written (joined when next read, so a long
-        streamed reply costs linear time)."""
-        if item_id in self.index:
-            self.pieces.setdefault(item_id, []).append(text)
-
-    def settled_items(self) -> list[Item]:
-        """The items with every pending delta joined in."""
-        for item_id, pieces in self.pieces.items():
-            at = self.index[item_id]
-            old = self.items[at]
-            self.items[at] = msgspec.structs.replace(old, text=old.text + "".join(pieces))
-        self.pieces.clear()
-        return self.items
 
     @property
     def last_item(self) -> str | None:
@@ -126,9 +116,15 @@ class Chats:
         self.last_item: dict[tuple[str, str], str] = {}
         self._refreshes: dict[str, asyncio.Task[None]] = {}
         self._read_again: set[str] = set()
-        self._loading: dict[tuple[str, str], list[tuple[str | None, AgentEvent | Note]]] = {}
+        # Reads of a chat under way, each with the events and notes that came meanwhile.
+        self._loading: dict[tuple[str, str], list[list[tuple[str | None, AgentEvent | Note]]]] = {}
+        self._epochs: dict[str, int] = {}  # snapshots of each agent's list so far
         self.unsaved: dict[tuple[str, str], list[Note]] = {}  # notes not yet in SQLite
         self._to_publish: dict[tuple[str, str], None] = {}  # conversations to publish, in order
+        # Items still being written, by chat: their text as shown, cleaned delta by delta.
+        # A loaded chat's ``texts`` holds the same objects, so each delta is cleaned once.
+        self.writing: dict[tuple[str, str], dict[str, ShownText]] = {}
+        self._rereads: dict[tuple[str, str], bool] = {}  # chats read again; True: once more
 
     async def close(self) -> None:
         """Cancel background refreshes."""
@@ -270,21 +266,40 @@ class Chats:
         key = (agent, conv_id)
         # Events and notes that arrive while the chat is read are kept and applied after
         # (those the snapshot already holds are skipped by event id): none is lost.
-        buffer = self._loading.setdefault(key, [])
+        # Each read has a buffer of its own (two reads of one chat may overlap).
+        buffer: list[tuple[str | None, AgentEvent | Note]] = []
+        self._loading.setdefault(key, []).append(buffer)
         try:
-            client = self.gw.client(agent)
-            fetched = await client.get("/conversations/" + quote(conv_id, safe=""))
-            if fetched.status == 404:
-                raise AgentRejected("no such conversation", status=404, code="not_found")
-            if not 200 <= fetched.status < 300:
-                raise AgentRejected(f"the agent answered {fetched.status}", status=fetched.status)
-            conv = decode(fetched.body, Conversation)
+            while True:
+                # A snapshot of the agent's list while this read is under way (after a
+                # ``reset``: its ids may have started again) makes the read stale: read again,
+                # keeping only what came after the new read began.
+                epoch = self._epochs.get(agent, 0)
+                buffer.clear()
+                fetched = await self.gw.client(agent).get(
+                    "/conversations/" + quote(conv_id, safe="")
+                )
+                if fetched.status == 404:
+                    raise AgentRejected("no such conversation", status=404, code="not_found")
+                if not 200 <= fetched.status < 300:
+                    raise AgentRejected(
+                        f"the agent answered {fetched.status}", status=fetched.status
+                    )
+                conv = decode(fetched.body, Conversation)
+                notes = await self.gw.load_notes(agent, conv_id)
+                if self._epochs.get(agent, 0) == epoch:
+                    break
             state = ChatState(conv=msgspec.structs.replace(conv, items=None), seen=fetched.event_id)
             for item in conv.items or []:
-                state.put(item)
-            state.notes = await self.gw.load_notes(agent, conv_id)
+                state.put(item, chat_text(item.text))
+            state.notes = notes
         finally:
-            self._loading.pop(key, None)
+            buffers = self._loading.get(key, [])
+            buffers.remove(buffer)
+            if not buffers:
+                self._loading.pop(key, None)
+        # No await from here on: the events buffered are applied, and the items still being
+        # written take over the live path, in one step (no delta cleaned twice or missed).
         seen = {(n.kind, n.text, n.at) for n in state.notes}
         unsaved: list[tuple[str | None, AgentEvent | Note]] = [
             (None, n) for n in self.unsaved.get(key, [])
@@ -297,11 +312,14 @@ class Chats:
             elif _newer(event_id, fetched.event_id):
                 match late:
                     case ItemAppended(item=item) | ItemUpdated(item=item):
-                        state.put(item)
-                    case ItemDelta(item_id=item_id, text=text):
-                        state.delta(item_id, text)
+                        state.put(item, chat_text(item.text))
+                    case ItemDelta(item_id=item_id, text=text) if item_id in state.texts:
+                        state.texts[item_id].feed(text)
                     case _:
                         pass
+        self.writing[key] = {
+            item.id: state.texts[item.id] for item in state.items if not item.final
+        }
         self.chats[key] = state
         while len(self.chats) > CHATS_KEPT:
             self.chats.popitem(last=False)
@@ -318,11 +336,12 @@ class Chats:
             now=now,
             redact=self.gw.redact,
             agent_subtitle=mirror.hello.subtitle if mirror.hello else None,
+            redact_items=self.gw.redactor.mask,
         )
         key = (agent, state.conv.id)
         mine = self.mine.get(key, [])
         states = self.gw.card_states.get(key, {})
-        chat = build_chat(state.conv, state.settled_items(), state.notes, mine, states, ctx)
+        chat = build_chat(state.conv, state.items, state.notes, mine, states, ctx, state.texts)
         if show_all:
             from collie_gateway.views.cards import build_cards
 
@@ -367,28 +386,22 @@ class Chats:
         key = (agent, cid)
         state = self.chats.get(key)
         event_id = self.gw.mirrors[agent].last_event_id
-        loading = self._loading.get(key)
-        if loading is not None:
-            loading.append((event_id, event))
-        # A stream behind the chat's read brings events the read holds: skip them (wire §10).
-        fresh = state is not None and _newer(event_id, state.seen)
+        for buffer in self._loading.get(key, ()):
+            buffer.append((event_id, event))
+        # A stream behind the chat's read brings events the read holds: skip them (wire §10);
+        # the phones that read the chat have them too, so they are not published either.
+        # While a chat is read again after a reset, its events wait for that read (they are
+        # buffered): the phones read it again after it, told by "chat.reload".
+        stale = key in self._rereads or (state is not None and not _newer(event_id, state.seen))
         match event:
             case ItemAppended(item=item) | ItemUpdated(item=item):
                 self.last_item[key] = item.id
-                if state is not None and fresh:
-                    state.put(item)
                 if item.kind == "user":
                     self._echoed(key, item, now)
-                self.gw.bus.publish(
-                    "chat.item", {"agent": agent, "conversation_id": cid, "item": item}
-                )
-            case ItemDelta(item_id=item_id, text=text):
-                if state is not None and fresh:
-                    state.delta(item_id, text)
-                self.gw.bus.publish(
-                    "chat.delta",
-                    {"agent": agent, "conversation_id": cid, "item_id": item_id, "text": text},
-                )
+                if not stale:
+                    self._item(key, state, item)
+            case ItemDelta(item_id=item_id, text=text) if not stale:
+                self._delta(key, item_id, text)
             case TurnStopped(turn=turn):
                 note = Note(
                     kind="stopped",
@@ -397,7 +410,10 @@ class Chats:
                     after_item=self.last_item.get(key),
                 )
                 self.add_note(agent, cid, f"stop:{turn}", note)
-            case ConversationOpened() | ConversationClosed():
+            case ConversationClosed():
+                self.writing.pop(key, None)
+                self._refresh_closed_soon(agent)
+            case ConversationOpened():
                 self._refresh_closed_soon(agent)
             case ConversationUpdated(conversation=conv) if conv.state == "closed":
                 self._refresh_closed_soon(agent)
@@ -414,14 +430,80 @@ class Chats:
         if not isinstance(event, ItemDelta | ItemAppended | ItemUpdated):
             self._publish_soon(agent, cid)
 
+    def _item(self, key: tuple[str, str], state: ChatState | None, item: Item) -> None:
+        """An item appended or replaced: cleaned and rendered once, for the chat and for the
+        phones' live stream alike (issue 9.2: live equals reload)."""
+        shown = chat_text(item.text)
+        writing = self.writing.setdefault(key, {})
+        if item.final:
+            writing.pop(item.id, None)
+        else:
+            writing[item.id] = shown
+        if state is not None:
+            state.put(item, shown)
+        line = item_line(item, self.gw.settings.catalogue, shown, self.gw.redactor.mask)
+        self.gw.bus.publish("chat.item", {"agent": key[0], "conversation_id": key[1], "item": line})
+
+    def _delta(self, key: tuple[str, str], item_id: str, raw: str) -> None:
+        """Text for an item being written: cleaned once; the phones get what it adds."""
+        writing = self.writing.setdefault(key, {})
+        shown = writing.get(item_id)
+        if shown is None:
+            # Begun before this gateway followed the agent, in a chat not read: from here.
+            shown = writing[item_id] = ShownText(CHAT_TEXT_LIMIT)
+        was_cut = shown.cut
+        piece = shown.feed(raw)
+        if not piece:
+            return
+        event: dict[str, object] = {
+            "agent": key[0],
+            "conversation_id": key[1],
+            "item_id": item_id,
+            "text": piece,
+        }
+        if shown.cut and not was_cut:
+            event["shortened"] = self.gw.settings.catalogue["text_shortened"]
+        self.gw.bus.publish("chat.delta", event)
+
+    # --- after a reset (issue 9.1, wire §10 step 4) ----------------------------------------
+
+    def read_again(self, agent: str) -> None:
+        """The agent's open conversations were read anew (after ``reset``, its log may have
+        lost events): read every chat kept for it again, then tell the phones to. A chat
+        being read for the first time reads again by itself (``_epochs``)."""
+        self._epochs[agent] = self._epochs.get(agent, 0) + 1
+        for key in [k for k in self.chats if k[0] == agent]:
+            if key in self._rereads:
+                self._rereads[key] = True  # the read under way may predate this one
+                continue
+            self._rereads[key] = False
+            self.gw.spawn(self._read_again_chat(key), "chat-reread")
+
+    async def _read_again_chat(self, key: tuple[str, str]) -> None:
+        agent, conv_id = key
+        try:
+            while True:
+                self._rereads[key] = False
+                try:
+                    await self._load(agent, conv_id)
+                except (AgentUnreachable, AgentRejected, RemoteWireError) as exc:
+                    log.info("agent %s: chat %s not read again: %s", agent, conv_id, exc)
+                    self.chats.pop(key, None)  # read on the next visit
+                # At once, with no await since the read was applied: the events it skipped
+                # as stale (ids from before a lost log) were never sent to the phones.
+                self.gw.bus.publish("chat.reload", {"agent": agent, "conversation_id": conv_id})
+                if not self._rereads.get(key):
+                    break
+        finally:
+            self._rereads.pop(key, None)
+
     def add_note(self, agent: str, conv_id: str, key: str, note: Note) -> None:
         """Add a receipt or "stopped" line to a chat (stored by the gateway)."""
         state = self.chats.get((agent, conv_id))
         if state is not None:
             state.notes.append(note)
-        loading = self._loading.get((agent, conv_id))
-        if loading is not None:
-            loading.append((None, note))
+        for buffer in self._loading.get((agent, conv_id), ()):
+            buffer.append((None, note))
         self.unsaved.setdefault((agent, conv_id), []).append(note)
         self.gw.bus.publish(
             "chat.note", {"agent": agent, "conversation_id": conv_id, "note": _note_json(note)}

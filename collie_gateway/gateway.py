@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sqlite3
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from urllib.parse import quote
@@ -14,6 +15,7 @@ import msgspec
 from collie_gateway.answering import Answering, Result
 from collie_gateway.answers import Outcome, Tap, card_state
 from collie_gateway.chats import Chats
+from collie_gateway.crew import Crew
 from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
 from collie_gateway.links import AgentClient, AgentLink, Fetched, expect
 from collie_gateway.mirror import AgentMirror, Change, LinkState
@@ -23,6 +25,7 @@ from collie_gateway.redact import Redactor
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
 from collie_gateway.store import Store
+from collie_gateway.supervisor import Supervisor
 from collie_gateway.views.cards import CardState, build_card
 from collie_gateway.views.chat import Note
 from collie_gateway.views.dashboard import Dashboard, EncodedRow, agent_row, build_dashboard
@@ -46,7 +49,18 @@ from wire.messages import (
 )
 
 log = logging.getLogger(__name__)
+CREW_ROWS = "crew.rows:"  # kv key prefix of a member's last known rows
+
+
+def _saved_member_rows(conn: sqlite3.Connection) -> dict[str, bytes]:
+    rows = conn.execute(
+        "SELECT key, value FROM kv WHERE substr(key, 1, ?) = ?", (len(CREW_ROWS), CREW_ROWS)
+    ).fetchall()
+    return {str(k)[len(CREW_ROWS) :]: bytes(v) for k, v in rows}
+
+
 _encoder = msgspec.json.Encoder()
+ANSWER_GRACE = 0.5  # ours: at a stop, answers on their way get this long to settle (issue 10)
 
 
 class Gateway:
@@ -69,6 +83,19 @@ class Gateway:
         self._tasks: set[asyncio.Task[object]] = set()
         self.hooks: list[Callable[[AgentMirror, AgentEvent, Change], None]] = []
         self.pushing: Pushing = Pushing(self, PushTargets())
+        self._replies: set[asyncio.Future[Fetched]] = set()  # answers on their way
+        self.supervisor = Supervisor(
+            [s.bridge for s in settings.sources if s.bridge is not None], settings.bridge_backoff
+        )
+        self.crew = Crew(
+            settings.crew,
+            settings.catalogue,
+            settings.timing,
+            self.bus.publish,
+            self._member_ask,
+            self._save_member_rows,
+            self._member_ask_resolved,
+        )
 
     @property
     def redact(self) -> Callable[[str], str]:
@@ -83,7 +110,10 @@ class Gateway:
         gateway.mirrors = await store.load_mirrors(gateway.sources)
         gateway.pushing = await Pushing.open(gateway, settings.push_targets)
         store.start_flusher()
+        gateway.supervisor.start()
         gateway.spawn(gateway._resend_loop(), "resend-loop")
+        gateway.crew.restore(await store.run(_saved_member_rows))
+        gateway.crew.start()
         for source in settings.sources:
             link = AgentLink(source, gateway.mirrors[source.name], gateway, settings.timing)
             gateway.links[source.name] = link
@@ -92,8 +122,10 @@ class Gateway:
 
     async def close(self) -> None:
         """Stop every link and task, and close the store."""
+        await self.crew.close()
         for link in self.links.values():
             await link.close()
+        await self.supervisor.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -121,6 +153,9 @@ class Gateway:
         self.store.mark_all(mirror.name)
         self._publish_row(mirror)
         self.bus.publish("list.reset", {"agent": mirror.name})
+        # The list snapshot holds no items: what the chats missed in a gap (a reset: the
+        # agent's log was cut or lost) is read again, chat by chat (wire §10 step 4).
+        self.chats.read_again(mirror.name)
         # Asks raised while the gateway was away push now; once per ask (P3) keeps the rest
         # quiet.
         for conv in list(mirror.conversations.values()):
@@ -129,6 +164,7 @@ class Gateway:
                     self.pushing.ask_raised(mirror.name, ask, conv.title, from_snapshot=True),
                     "push",
                 )
+                self._publish_ask(mirror.name, ask, conv.title, from_snapshot=True)
 
     def event_received(self, mirror: AgentMirror, event: AgentEvent, change: Change) -> None:
         """An agent event was applied to the mirror."""
@@ -143,11 +179,14 @@ class Gateway:
             conv = mirror.conversations.get(event.ask.conversation)
             pane = conv.title if conv is not None else None
             self.spawn(self.pushing.ask_raised(mirror.name, event.ask, pane), "push")
+            self._publish_ask(mirror.name, event.ask, pane, from_snapshot=False)
         if isinstance(event, AskResolved):
             if change.resolved is not None:
                 self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
                 # A push still owed for it is no longer wanted (P3, issue 10).
                 self.spawn(self.pushing.ask_resolved(mirror.name, change.resolved), "push")
+                # A lead following this gateway settles its own push for it (W4).
+                self.bus.publish("ask.resolved", {"agent": mirror.name, "ask": change.resolved})
             self.spawn(self._settle(mirror.name, event), "settle")
         if isinstance(event, AskChanged):
             # An unsettled tap on the old version can no longer be applied, but it holds the
@@ -180,11 +219,53 @@ class Gateway:
     # --- reads ----------------------------------------------------------------------------
 
     def dashboard(self, *, pending_only: bool = False) -> Dashboard:
-        """The dashboard as the phone draws it now, from the rows encoded for the live stream
-        (for encoding only: its rows are ``msgspec.Raw``)."""
+        """The dashboard as the phone draws it now: this machine's section, from the rows
+        encoded for the live stream (for encoding only: its rows are ``msgspec.Raw``), then
+        each crew member's (W1)."""
         rows = [self._row(s.name) for s in self.settings.sources]
         cat = self.settings.catalogue
-        return build_dashboard(rows, self.settings.spaces, cat, pending_only=pending_only)
+        return build_dashboard(
+            rows,
+            self.settings.spaces,
+            cat,
+            pending_only=pending_only,
+            members=self.crew.sections(),
+        )
+
+    # --- the crew (W1–W4) ----------------------------------------------------------------
+
+    def _publish_ask(self, agent: str, ask: Ask, pane: str | None, *, from_snapshot: bool) -> None:
+        """Tell the stream of an ask raised here: a lead following this gateway pushes it to
+        its own phones (W4); a phone may ignore it."""
+        payload = {"agent": agent, "ask": ask, "pane": pane, "from_snapshot": from_snapshot}
+        self.bus.publish("ask.raised", payload)
+
+    def _save_member_rows(self, machine: str, rows: bytes) -> None:
+        """Keep a member's last known rows: after a restart its section shows them until it
+        answers."""
+        key = CREW_ROWS + machine
+        self.spawn(
+            self.store.run(
+                lambda conn: conn.execute(
+                    "INSERT OR REPLACE INTO kv(key, value) VALUES (?, ?)", (key, rows)
+                )
+            ),
+            "crew-rows",
+        )
+
+    def _member_ask_resolved(self, machine: str, agent: str, ask: Ask) -> None:
+        """A crew member's ask closed: a push the lead still owes for it is not sent."""
+        self.spawn(self.pushing.ask_resolved(agent, ask, machine=machine), "push")
+
+    def _member_ask(
+        self, machine: str, agent: str, ask: Ask, pane: str | None, from_snapshot: bool
+    ) -> None:
+        """A crew member's agent raised an ask: push it under this gateway's own limits, with
+        P3's key naming the member."""
+        self.spawn(
+            self.pushing.ask_raised(agent, ask, pane, from_snapshot=from_snapshot, machine=machine),
+            "push",
+        )
 
     def version_warning(self, agent: str) -> str | None:
         """R5's box for an agent refused for its wire version, else None."""
@@ -322,11 +403,32 @@ class Gateway:
         answer = decode(tap.answer, Answer)
         body = Reply(request_id=tap.request_id, version=tap.version, answer=answer)
         path = f"/asks/{quote(tap.ask_id, safe='')}/reply"
-        fetched = await self.client(tap.agent).post(path, body)
+        sending = asyncio.ensure_future(self.client(tap.agent).post(path, body))
+        self._replies.add(sending)
+        sending.add_done_callback(self._replies.discard)
+        try:
+            fetched = await sending
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if sending.cancelled() and task is not None and not task.cancelling():
+                # Cut short by a stop (``settle_replies``): it may have arrived (T1).
+                raise AgentUnreachable("the gateway stopped before the agent answered") from None
+            raise
         if fetched.status >= 500:
             raise AgentUnreachable(f"the agent answered {fetched.status}")
         result = expect(fetched, ReplyResult)
         return result.outcome, result.reason
+
+    async def settle_replies(self, grace: float = ANSWER_GRACE) -> None:
+        """At a stop: answers on their way to agents get ``grace`` seconds to settle; the rest
+        are cut short and stay recorded as uncertain (the phone is told so; the next run sends
+        them again with their request ids)."""
+        if not self._replies:
+            return
+        _, late = await asyncio.wait(list(self._replies), timeout=grace)
+        for sending in late:
+            sending.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
 
     async def _resend_loop(self) -> None:
         """Every ``resend_interval`` s, send unsettled taps of ready agents again (T1)."""

@@ -26,6 +26,7 @@ __all__ = [
     "MAX_NESTING",
     "MAX_SOURCE_CHARS",
     "MAX_URL_CHARS",
+    "real_host",
     "render",
     "safe_link",
 ]
@@ -81,6 +82,36 @@ def _https(url: str) -> str | None:
     return "https://" + parts.netloc.lower() + url[8 + len(parts.netloc) :]
 
 
+# A name in a label that reads as a host: dotted words ending in a letter run ("paypal.com",
+# "accounts.example.com", "pаypal.com" with a Cyrillic "а").
+_HOST_IN_LABEL: Final = re.compile(r"(?:[^\W_](?:[\w-]*[^\W_])?\.)+[^\W\d_]{2,}")
+
+
+def real_host(label: str, href: str) -> str | None:
+    """The host to show beside a link's label, when the label may lie about where the link
+    goes (issue 9.9), else None: the target's host is not plain ASCII (an IDN, shown in
+    punycode), the label holds a format character (a bidi override can make it read as
+    another address), or the label names a host that is neither the target's nor one it
+    lies under (``example.com`` for ``www.example.com`` is true)."""
+    host = urlsplit(href).hostname or ""
+    try:
+        ascii_host = host.encode("idna").decode("ascii").lower() if host else ""
+    except UnicodeError:
+        return host or None
+    if not ascii_host.isascii() or any(part.startswith("xn--") for part in ascii_host.split(".")):
+        return ascii_host
+    if any(unicodedata.category(c) == "Cf" for c in label):
+        return ascii_host
+    for named in _HOST_IN_LABEL.findall(label):
+        try:
+            name = named.encode("idna").decode("ascii").lower()
+        except UnicodeError:
+            return ascii_host
+        if name != ascii_host and not ascii_host.endswith("." + name):
+            return ascii_host
+    return None
+
+
 class _Markdown(MarkdownIt):
     """CommonMark with raw HTML off and only https:// link destinations."""
 
@@ -118,12 +149,19 @@ def _clean_inline(children: list[Token]) -> list[Token]:
     stack: list[bool] = []  # per open tag: whether it is kept
     depth = 0  # open tags kept
     link: str | None = None  # the address of the link we are in
+    link_text: list[str] = []  # the text of the link we are in
     for tok in children:
+        if link is not None and tok.type in ("text", "code_inline", "text_special"):
+            link_text.append(tok.content)
         if tok.nesting == -1:
             if stack and stack.pop():
                 out.append(tok)
                 depth -= 1
-                link = None if tok.type == "link_close" else link
+                if tok.type == "link_close" and link is not None:
+                    shown = real_host("".join(link_text), link)
+                    if shown is not None:  # the label may lie: the real host beside it
+                        out.append(Token("text", "", 0, content=f" ({shown})", level=tok.level))
+                    link, link_text = None, []
             continue
         if tok.type == "image":
             # Not loaded: its alt text, linked to it when it may be; inside a link with no alt
@@ -133,6 +171,7 @@ def _clean_inline(children: list[Token]) -> list[Token]:
             if src is not None and link is None and depth < MAX_NESTING:
                 out.extend(_link_tokens(src, label or src, tok.level))
             elif label or link:
+                link_text.append(label)
                 out.append(Token("text", "", 0, content=label or str(link), level=tok.level))
             continue
         keep = tok.nesting == 0 or depth < MAX_NESTING

@@ -15,10 +15,10 @@ import msgspec
 from collie_gateway.mirror import LinkState
 from collie_gateway.views.bar import Bar, Header
 from collie_gateway.views.cards import Body, CardList, OutcomeLine, TapOutcome
-from collie_gateway.views.chat import Chat, LineState
-from collie_gateway.views.dashboard import AgentRow, Dashboard
+from collie_gateway.views.chat import Chat, ChatLine, LineState
+from collie_gateway.views.dashboard import AgentRow, Dashboard, Section
 from collie_gateway.views.listing import ConversationList, Footer, ListRow
-from wire.messages import Item
+from wire.messages import Ask
 
 _Nullable = str | None
 
@@ -38,6 +38,8 @@ class Health(msgspec.Struct, kw_only=True):
     ok: bool
     agents: int
     ready: int
+    crew: int = 0  # crew members this gateway leads (only on a lead)
+    crew_ready: int = 0  # of them, those whose section is Ready
 
 
 class AgentHome(msgspec.Struct, kw_only=True):
@@ -123,6 +125,18 @@ class ListResetEvent(msgspec.Struct, kw_only=True):
     """``list.reset``: the agent's open conversations were read anew: read its list again."""
 
     agent: str
+    machine: str | None = None  # on a lead: the crew member the agent runs on
+
+
+class AskRaisedEvent(msgspec.Struct, kw_only=True):
+    """``ask.raised``: an agent raised an ask (or one was found open on a new read); a lead
+    pushes a member's asks from it. On a lead, a member's carries ``machine``."""
+
+    agent: str
+    ask: Ask
+    pane: str | None
+    from_snapshot: bool
+    machine: str | None = None
 
 
 class ListRemovedEvent(msgspec.Struct, kw_only=True):
@@ -133,20 +147,32 @@ class ListRemovedEvent(msgspec.Struct, kw_only=True):
 
 
 class ChatItemEvent(msgspec.Struct, kw_only=True):
-    """``chat.item``: an item appended or updated (the agent's wire item)."""
+    """``chat.item``: an item appended or updated, as the chat's line shows it (cleaned and
+    rendered exactly as ``GET …/conversations/{id}`` shows it): replace the line of that id,
+    or add it."""
 
     agent: str
     conversation_id: str
-    item: Item
+    item: ChatLine
 
 
 class ChatDeltaEvent(msgspec.Struct, kw_only=True):
-    """``chat.delta``: text appended to an item still being written."""
+    """``chat.delta``: text added to the ``text`` of a line still being written (cleaned);
+    ``shortened`` comes once, when the text reached its limit and was cut ("…")."""
 
     agent: str
     conversation_id: str
     item_id: str
     text: str
+    shortened: str | None = None
+
+
+class ChatReloadEvent(msgspec.Struct, kw_only=True):
+    """``chat.reload``: the gateway read the conversation again (the agent's event log was
+    cut or lost): read the chat again."""
+
+    agent: str
+    conversation_id: str
 
 
 class ChatNote(msgspec.Struct, kw_only=True):
@@ -262,6 +288,14 @@ class ResetEvent(msgspec.Struct):
     """``reset``: the events since ``Last-Event-ID`` are lost; read every screen again."""
 
 
+class AskResolvedEvent(msgspec.Struct, kw_only=True):
+    """``ask.resolved``: an agent's ask closed; on a lead, a member's carries ``machine``."""
+
+    agent: str
+    ask: Ask
+    machine: str | None = None
+
+
 _EVENTS: dict[str, tuple[type[Any], str]] = {
     "dashboard.row": (AgentRow, "one agent's dashboard row changed"),
     "list.changed": (ConversationList, "an agent's whole list, read anew"),
@@ -271,21 +305,28 @@ _EVENTS: dict[str, tuple[type[Any], str]] = {
     "chat.item": (ChatItemEvent, "an item appended to or updated in a chat"),
     "chat.delta": (ChatDeltaEvent, "text appended to an item still being written"),
     "chat.note": (ChatNoteEvent, "a receipt or a stopped line"),
+    "chat.reload": (ChatReloadEvent, "a chat was read again from the agent: read it again"),
     "chat.changed": (ChatChangedEvent, "a loaded chat's header, bar, cards, dots or turn"),
     "answer.settled": (AnswerSettledEvent, "a tap sent again settled"),
     "stream": (StreamHello, "the first event (no id): the stream's id for presence"),
     "push.logged": (PushLoggedEvent, "a push decision or delivery was logged"),
+    "ask.raised": (AskRaisedEvent, "an agent raised an ask"),
+    "ask.resolved": (AskResolvedEvent, "an agent's ask closed (a lead settles its push)"),
+    "crew.section": (Section, "on a lead: a crew member's section changed state (W1)"),
     "reset": (ResetEvent, "events were lost: read every screen again (data is {})"),
 }
 
 _EVENTS_DESCRIPTION = """\
 Server-sent events. Each event is `id: <boot>-<seq>`, `event: <type>` and one `data:` line of
-JSON; a `: ping` comment comes every 15 s of silence.
+JSON; a `: ping` comment comes every 15 s of silence. On a crew's lead, a member's events come
+too, each with `machine` (the member's name) and its URLs the lead's.
 
 A phone that reconnects sends the last id it saw as `Last-Event-ID` (or the `last_event_id`
 query parameter): the events after it are replayed. When they cannot be (the gateway restarted,
 or the id fell out of the ring), the stream starts with `reset`. A phone that falls too far
-behind gets `reset` and the stream ends. Without an id nothing is replayed.
+behind gets `reset` and the stream ends. Without an id nothing is replayed. When the gateway
+stops, every stream ends after the events already queued: reconnect (to the next run) with
+`Last-Event-ID`.
 
 Event types (`x-events` gives each one's data schema):
 
@@ -643,6 +684,85 @@ def _paths() -> dict[str, Any]:
     }
 
 
+_MACHINE = _path("machine", "The crew member's name in the lead's sources.json (URL-encoded)")
+_TAIL = _path(
+    "tail",
+    "The rest of a local route after /api/v1/: agents/… or answers/… (the member's own route)",
+)
+_NO_MEMBER = {404: "No crew member of that name, or a route a lead does not pass on"}
+
+
+def _crew_paths() -> dict[str, Any]:
+    """The crew's routes (``crew_routes.add_crew_routes``)."""
+    member_view = _json(
+        {"type": "object"},
+        "The member's answer to the same local route, its URLs the lead's, with `machine`",
+    )
+    member_errors = {
+        **_NO_MEMBER,
+        502: "The member refused the lead's token, or answered with no JSON",
+        504: "The member did not answer",
+    }
+    return {
+        "/api/v1/crew": {
+            "get": _op(
+                "crew_info",
+                "What this gateway can do as a crew member (W4, V2)",
+                _json(_ref("CrewInfo"), "Crew version, machine name, answers taken"),
+                {},
+            )
+        },
+        "/api/v1/machines/{machine}/agents/{agent}/asks/{ask}/answer": {
+            "post": _op(
+                "member_answer",
+                "An answer to a crew member's ask, sent on with the same request id (W4)",
+                _json(_ref("AnswerView"), "What the tap came to, as the member says it"),
+                {**_NO_MEMBER, 502: "The member refused the lead's token"},
+                params=[_MACHINE, _AGENT, _path("ask", "The ask's id")],
+                body="PhoneAnswer",
+                description="A member that does not take answers from a lead (V2) is sent "
+                "nothing: the card says T1's last row.",
+            )
+        },
+        "/api/v1/machines/{machine}/{tail}": {
+            "get": _op(
+                "member_read",
+                "A crew member's screen: the same views as a local agent's (W1–W4)",
+                member_view,
+                member_errors,
+                params=[_MACHINE, _TAIL],
+            ),
+            "post": {
+                **_op(
+                    "member_command",
+                    "A command to a crew member's agent, as to a local one",
+                    member_view,
+                    {**member_errors, 400: _ERROR_WORDS[400]},
+                    params=[_MACHINE, _TAIL],
+                ),
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "oneOf": [
+                                    _ref(n)
+                                    for n in (
+                                        "PhoneMessage",
+                                        "PhoneTurn",
+                                        "PhonePlain",
+                                        "PhoneStart",
+                                    )
+                                ]
+                            }
+                        }
+                    },
+                },
+            },
+        },
+    }
+
+
 def _card_bodies() -> dict[str, type[Body]]:
     """The kinds of a card's body, by tag."""
     bodies: dict[str, type[Body]] = {}
@@ -656,6 +776,7 @@ def _card_bodies() -> dict[str, type[Body]]:
 @cache
 def openapi_document() -> dict[str, Any]:
     """The whole document (built once)."""
+    from collie_gateway.crew import CrewInfo
     from collie_gateway.pushing import DeviceIn, PresenceIn
     from collie_gateway.routes import (  # routes imports this module
         PhoneAnswer,
@@ -690,6 +811,7 @@ def openapi_document() -> dict[str, Any]:
         Removed,
         Ok,
         PushLog,
+        CrewInfo,
         *(kind for kind, _ in _EVENTS.values()),
         *bodies.values(),
     ]
@@ -709,7 +831,7 @@ def openapi_document() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "Collie gateway phone API", "version": "1"},
-        "paths": _paths(),
+        "paths": {**_paths(), **_crew_paths()},
         "components": {
             "schemas": dict(sorted(components.items())),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

@@ -42,7 +42,7 @@ from push import (
     valid_apns_token,
     webhook_id,
 )
-from wire.messages import Ask
+from wire.messages import Ask, Option
 
 if TYPE_CHECKING:
     from collie_gateway.gateway import Gateway
@@ -55,6 +55,7 @@ OWED, DONE = "owed", "done"  # push_once.state (P3)
 SENT = "sent"
 ALREADY_PUSHED = "already pushed for this ask (P3)"
 NO_DEVICE = "no device registered"
+NOT_DELIVERED = "no device took it (gone or refused)"
 RESOLVED = "the ask was resolved before its push was delivered"
 LOG_KEPT = 10_000  # ours: delivery log rows kept
 
@@ -99,6 +100,52 @@ class Presence:
     fresh_until: datetime
 
 
+_DEVICES = (
+    "SELECT id, provider, token, environment, key, registered_at FROM devices"
+    " ORDER BY registered_at"
+)
+
+
+def _device(row: Sequence[Any]) -> Device:
+    return Device(
+        id=str(row[0]),
+        provider=Provider(str(row[1])),
+        token=str(row[2]),
+        environment=Environment(str(row[3])),
+        key=bytes(row[4]) if row[4] is not None else None,
+        registered_at=float(row[5]),
+    )
+
+
+def _settle(key: str, now: datetime, reason: str) -> Callable[[sqlite3.Connection], object]:
+    """A lasting decision about the ask's push, to store: no later run pushes it (P3)."""
+    return lambda conn: conn.execute(
+        "INSERT INTO push_once(key, at, state, reason) VALUES (?, ?, 'done', ?)"
+        " ON CONFLICT(key) DO UPDATE SET state = 'done', reason = excluded.reason",
+        (key, now.timestamp(), reason),
+    )
+
+
+def _finish(conn: sqlite3.Connection, key: str) -> bool:
+    """Mark the ask done unless a registered device still waits for its push (P3); whether
+    it is done."""
+    waiting = conn.execute(
+        "SELECT 1 FROM push_delivered p JOIN devices d ON d.id = p.device"
+        " WHERE p.key = ? AND p.outcome = 'pending' LIMIT 1",
+        (key,),
+    ).fetchone()
+    if waiting is not None:
+        return False
+    sent = conn.execute(
+        "SELECT 1 FROM push_delivered WHERE key = ? AND outcome = 'sent' LIMIT 1", (key,)
+    ).fetchone()
+    conn.execute(
+        "UPDATE push_once SET state = 'done', reason = ? WHERE key = ? AND state = 'owed'",
+        (SENT if sent else NOT_DELIVERED, key),
+    )
+    return True
+
+
 def lasting(delivery: Delivery) -> bool:
     """Whether a device's outcome is final for its ask: sent, the token gone, or refused for
     good (4xx but 429; a payload too large). A push cancelled, timed out, throttled or met
@@ -114,37 +161,6 @@ def lasting(delivery: Delivery) -> bool:
     return status is not None and 400 <= status < 500 and status != 429
 
 
-
-
-def _insert_log(conn: sqlite3.Connection, entry: tuple[str | None, ...]) -> None:
-    """Write one delivery-log row; every 1,000 rows, drop all but the newest LOG_KEPT."""
-    padded = (*entry, None)[:8]  # provider_id is optional
-    cur = conn.execute(
-        "INSERT INTO push_log(at, agent, conversation, ask, device, outcome, reason,"
-        " provider_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        padded,
-    )
-    if cur.lastrowid is not None and cur.lastrowid % 1000 == 0:
-        conn.execute("DELETE FROM push_log WHERE id <= ?", (cur.lastrowid - LOG_KEPT,))
-
-def _devices(conn: sqlite3.Connection) -> list[Device]:
-    """Every registered device (in the database's thread)."""
-    rows = conn.execute(
-        "SELECT id, provider, token, environment, key, registered_at FROM devices"
-        " ORDER BY registered_at"
-    ).fetchall()
-    return [
-        Device(
-            id=str(r[0]),
-            provider=Provider(str(r[1])),
-            token=str(r[2]),
-            environment=Environment(str(r[3])),
-            key=bytes(r[4]) if r[4] is not None else None,
-            registered_at=float(r[5]),
-        )
-        for r in rows
-    ]
-
 class Pushing:
     """The gateway's push service."""
 
@@ -156,6 +172,7 @@ class Pushing:
         self.presence: dict[str, Presence] = {}
         self.dispatcher = Dispatcher(targets.senders)
         self._busy: set[str] = set()  # once keys decided or being sent in this run
+        self._owed: set[str] = set()  # once keys seen owed in this run (ask_resolved)
         self._hooks: set[asyncio.Task[None]] = set()
 
     @classmethod
@@ -258,7 +275,9 @@ class Pushing:
 
     async def devices(self) -> list[Device]:
         """Every registered device."""
-        return await self.gw.store.query(_devices)
+        async with self.gw.store.db.execute(_DEVICES) as cur:
+            rows = await cur.fetchall()
+        return [_device(r) for r in rows]
 
     # --- presence ------------------------------------------------------------------------
 
@@ -289,19 +308,32 @@ class Pushing:
     # --- asks -----------------------------------------------------------------------------
 
     async def ask_raised(
-        self, agent: str, ask: Ask, pane: str | None, *, from_snapshot: bool = False
+        self,
+        agent: str,
+        ask: Ask,
+        pane: str | None,
+        *,
+        from_snapshot: bool = False,
+        machine: str | None = None,
     ) -> None:
         """Decide and send the push for one raised ask; never raises. ``from_snapshot``: the
         ask was found open in a snapshot (raised while the gateway was away); one already
-        pushed is then passed over without a log line."""
+        pushed is then passed over without a log line. ``machine``: the crew member the agent
+        runs on (W4: the lead pushes members' asks under its own limits, P3's key naming the
+        member); None is this gateway's own machine."""
         try:
-            await self._ask_raised(agent, ask, pane, from_snapshot)
+            await self._ask_raised(agent, ask, pane, from_snapshot, machine)
         except Exception:
             log.exception("push for an ask of %s failed", agent)
 
-    async def _ask_raised(self, agent: str, ask: Ask, pane: str | None, quiet: bool) -> None:
+    async def _ask_raised(
+        self, agent: str, ask: Ask, pane: str | None, quiet: bool, member: str | None = None
+    ) -> None:
         key = once_key(
-            self.machine, agent, tool_call=ask.tool.call_id if ask.tool else None, ask=ask.id
+            member or self.machine,
+            agent,
+            tool_call=ask.tool.call_id if ask.tool else None,
+            ask=ask.id,
         )
         if key in self._busy:
             # Decided or being sent in this run (e.g. raised, then seen again in a snapshot).
@@ -311,65 +343,83 @@ class Pushing:
         self._busy.add(key)
         dispatched = False
         try:
-            dispatched = await self._decide(key, agent, ask, pane, quiet)
+            dispatched = await self._decide(key, agent, ask, pane, quiet, member)
         finally:
             if not dispatched:
                 self._busy.discard(key)
 
-    async def _decide(self, key: str, agent: str, ask: Ask, pane: str | None, quiet: bool) -> bool:
+    async def _decide(
+        self,
+        key: str,
+        agent: str,
+        ask: Ask,
+        pane: str | None,
+        quiet: bool,
+        member: str | None = None,
+    ) -> bool:
         """Push the ask unless it was pushed, or it is decided not to (a lasting reason,
         stored and logged); whether a push was dispatched (``key`` is then released once
         every delivery is reported)."""
         now = self.gw.settings.clock()
+        machine = member or self.machine
+        # A member's chat on a lead's phone is the screen ``chat:<machine>/<agent>:<id>``.
+        shown_as = agent if member is None else f"{member}/{agent}"
 
         def read(
             conn: sqlite3.Connection,
         ) -> tuple[str | None, str | None, set[str], list[Device]]:
+            # One round trip: this runs for every ask raised (bench/answer_bench.py).
             row = conn.execute(
                 "SELECT state, reason FROM push_once WHERE key = ?", (key,)
             ).fetchone()
-            done = {
+            if row is not None and row[0] == DONE:
+                return DONE, row[1], set(), []
+            pending = {
                 str(r[0])
-                for r in conn.execute("SELECT device FROM push_delivered WHERE key = ?", (key,))
+                for r in conn.execute(
+                    "SELECT device FROM push_delivered WHERE key = ? AND outcome = 'pending'",
+                    (key,),
+                )
             }
-            devices = _devices(conn)  # in the same round trip to the database
-            return (str(row[0]), row[1], done, devices) if row else (None, None, done, devices)
+            devices = [_device(r) for r in conn.execute(_DEVICES)]
+            return (str(row[0]) if row else None), None, pending, devices
 
-        state, reason, delivered, devices = await self.gw.store.run(read)
+        state, reason, pending, devices = await self.gw.store.run(read)
         if state == DONE:
             if not quiet:
                 why = f"not pushed earlier: {reason}" if reason not in (None, SENT) else None
                 await self._log(agent, ask, None, "suppressed", why or ALREADY_PUSHED)
             return False
         owed = state == OWED  # decided in an earlier run (or try), not delivered everywhere
-        if not owed:
-            # Webhooks (S6) go once, with the first decision.
+        self._owed.discard(key)  # set again below if it stays owed
+        if not owed and member is None:
+            # Webhooks (S6) go once, with the first decision; a member sends its own.
             for hook in self.targets.webhooks:
                 self._spawn_hook(hook, key, agent, ask)
-        if self.showing(agent, ask.conversation):
-            showing = "a phone is showing this chat"
-            await self._settle(key, now, showing, then_log=(agent, ask, "suppressed", showing))
+        if self.showing(shown_as, ask.conversation):
+            why = "a phone is showing this chat"
+            await self._log(agent, ask, None, "suppressed", why, also=_settle(key, now, why))
             return False
         if not devices:
             # Lasting: the phone that registers next shows the ask on its dashboard at once
             # (it registers from the app), so a push then would only buzz (README, issue 10).
-            await self._settle(key, now, NO_DEVICE, then_log=(agent, ask, "suppressed", NO_DEVICE))
+            settle = _settle(key, now, NO_DEVICE)
+            await self._log(agent, ask, None, "suppressed", NO_DEVICE, also=settle)
             return False
-        todo = [d for d in devices if d.id not in delivered]
+        # Owed: to the devices it went to that have no lasting outcome yet (a phone that
+        # registered since is not pushed an older ask, as above).
+        todo = [d for d in devices if d.id in pending] if owed else devices
         if not todo:
-            await self._settle(key, now, SENT)
+            if not await self.gw.store.run(lambda conn: _finish(conn, key)):
+                self._owed.add(key)
             return False
-        pane_key = f"{self.machine}/{agent}/{ask.conversation}"
+        pane_key = f"{machine}/{agent}/{ask.conversation}"
         # A push owed from before counts again: the limits hold in every window (P1), at
         # the cost of one slot for a push cut short.
-        decision = self.limiter.decide(
-            pane_key, f"{self.machine}/{agent}", self.machine, now.timestamp()
-        )
+        decision = self.limiter.decide(pane_key, f"{machine}/{agent}", machine, now.timestamp())
         if isinstance(decision, Quiet):
-            why = decision.reason.value
-            await self._settle(
-                key, now, f"rate limited ({why})", then_log=(agent, ask, "rate_limited", why)
-            )
+            held = _settle(key, now, f"rate limited ({decision.reason.value})")
+            await self._log(agent, ask, None, "rate_limited", decision.reason.value, also=held)
             return False
         limiter_state = self.limiter.to_state(now.timestamp())
 
@@ -379,23 +429,27 @@ class Pushing:
                 " ON CONFLICT(key) DO NOTHING",
                 (key, now.timestamp()),
             )
+            conn.executemany(
+                "INSERT OR IGNORE INTO push_delivered(key, device, outcome, at)"
+                " VALUES (?, ?, 'pending', ?)",
+                [(key, d.id, now.timestamp()) for d in todo],
+            )
             conn.execute(
                 "INSERT OR REPLACE INTO kv(key, value) VALUES ('push_limiter', ?)",
                 (limiter_state,),
             )
 
-        await self.gw.store.run(owe)
         deadline = ask.deadline.timestamp() if ask.deadline else None
         note: Notification
         if isinstance(decision, Summary):
             note = ManyAsksNotification(
-                machine=self.machine, agent=agent, host=decision.host, push_id=key
+                machine=machine, agent=agent, host=decision.host, push_id=key
             )
         else:
             # Masked before it is cut (X1): a token cut in half is no longer recognised.
             pane_name = clean(pane or agent, TITLE_LIMIT, redact=self.gw.redact).text
             note = AskNotification(
-                machine=self.machine,
+                machine=machine,
                 agent=agent,
                 conversation=ask.conversation,
                 ask=ask.id,
@@ -407,9 +461,9 @@ class Pushing:
                 push_id=key,
             )
         kind = "summary" if isinstance(decision, Summary) else "ask"
-        await self._log(
-            agent, ask, None, "dispatched", f"{kind}, owed from before" if owed else kind
-        )
+        why = f"{kind}, owed from before" if owed else kind
+        await self._log(agent, ask, None, "dispatched", why, also=owe)
+        self._owed.add(key)
         return self._dispatch(key, todo, note, agent, ask)
 
     def _dispatch(
@@ -434,65 +488,33 @@ class Pushing:
         return self.dispatcher.dispatch(devices, note, on_delivery=delivered) > 0
 
     async def _mark_delivered(self, key: str, delivery: Delivery) -> None:
-        """Note a device's lasting outcome; the ask is done when no registered device is
-        left without one."""
+        """Note a device's lasting outcome; the ask is done when no device it is owed to
+        (and still registered) is left without one."""
         at = self.gw.settings.clock().timestamp()
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: sqlite3.Connection) -> bool:
             conn.execute(
-                "INSERT OR REPLACE INTO push_delivered(key, device, outcome, at)"
-                " VALUES (?, ?, ?, ?)",
-                (key, delivery.device_id, delivery.outcome.value, at),
+                "UPDATE push_delivered SET outcome = ?, at = ? WHERE key = ? AND device = ?",
+                (delivery.outcome.value, at, key, delivery.device_id),
             )
-            missing = conn.execute(
-                "SELECT 1 FROM devices WHERE id NOT IN"
-                " (SELECT device FROM push_delivered WHERE key = ?) LIMIT 1",
-                (key,),
-            ).fetchone()
-            if missing is None:
-                conn.execute(
-                    "UPDATE push_once SET state = 'done', reason = ? WHERE key = ?"
-                    " AND state = 'owed'",
-                    (SENT, key),
-                )
+            return _finish(conn, key)
 
-        await self.gw.store.run(write)
+        if await self.gw.store.run(write):
+            self._owed.discard(key)
 
-    async def _settle(
-        self,
-        key: str,
-        now: datetime,
-        reason: str,
-        *,
-        then_log: tuple[str, Ask, str, str | None] | None = None,
-    ) -> None:
-        """A lasting decision about the ask's push: stored, so no later run pushes it; with
-        ``then_log`` (agent, ask, outcome, reason), logged in the same transaction."""
-        entry = None
-        if then_log is not None:
-            agent, ask, outcome, why = then_log
-            log.info("push %s/%s: %s (%s)", agent, ask.id, outcome, why)
-            entry = self._log_entry(agent, ask.conversation, ask.id, None, outcome, why)
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO push_once(key, at, state, reason) VALUES (?, ?, 'done', ?)"
-                " ON CONFLICT(key) DO UPDATE SET state = 'done', reason = excluded.reason",
-                (key, now.timestamp(), reason),
-            )
-            if entry is not None:
-                _insert_log(conn, entry)
-
-        await self.gw.store.run(write)
-        if entry is not None:
-            self._logged(entry)
-
-    async def ask_resolved(self, agent: str, ask: Ask) -> None:
+    async def ask_resolved(self, agent: str, ask: Ask, *, machine: str | None = None) -> None:
         """The ask was answered, expired or withdrawn: a push still owed for it is not sent
-        in any later run (a lasting reason, logged). Never raises."""
+        in any later run (a lasting reason, logged). Never raises. ``machine``: as
+        :meth:`ask_raised`."""
         key = once_key(
-            self.machine, agent, tool_call=ask.tool.call_id if ask.tool else None, ask=ask.id
+            machine or self.machine,
+            agent,
+            tool_call=ask.tool.call_id if ask.tool else None,
+            ask=ask.id,
         )
+        if key not in self._owed:
+            return  # nothing owed for it in this run: no write on the answer path
+        self._owed.discard(key)
 
         def settle(conn: sqlite3.Connection) -> bool:
             cur = conn.execute(
@@ -536,12 +558,23 @@ class Pushing:
 
     async def _webhook(self, hook: WebhookTarget, key: str, agent: str, ask: Ask) -> None:
         mask = self.gw.redact
+        # Every text of the ask leaves the machine: option labels, form field labels and the
+        # labels of a select's options too (X1, issue 9.10).
         shown = msgspec.structs.replace(
             ask,
             title=mask(ask.title),
             text=mask(ask.text),
             push_title=mask(ask.push_title) if ask.push_title else None,
             push_line=mask(ask.push_line) if ask.push_line else None,
+            options=[_masked_option(o, mask) for o in ask.options],
+            fields=[
+                msgspec.structs.replace(
+                    f,
+                    label=mask(f.label),
+                    options=[_masked_option(o, mask) for o in f.options],
+                )
+                for f in ask.fields
+            ],
         )
         body = msgspec.json.encode({"machine": self.machine, "agent": agent, "ask": shown})
         try:
@@ -555,10 +588,16 @@ class Pushing:
             log.exception("webhook for an ask of %s failed", agent)
 
     async def _log(
-        self, agent: str, ask: Ask, device: str | None, outcome: str, reason: str | None
+        self,
+        agent: str,
+        ask: Ask,
+        device: str | None,
+        outcome: str,
+        reason: str | None,
+        also: Callable[[sqlite3.Connection], object] | None = None,
     ) -> None:
         log.info("push %s/%s: %s (%s)", agent, ask.id, outcome, reason)
-        await self._write_log(agent, ask.conversation, ask.id, device, outcome, reason)
+        await self._write_log(agent, ask.conversation, ask.id, device, outcome, reason, also=also)
 
     async def _write_log(
         self,
@@ -569,18 +608,24 @@ class Pushing:
         outcome: str,
         reason: str | None,
         provider_id: str | None = None,
+        also: Callable[[sqlite3.Connection], object] | None = None,
     ) -> None:
-        entry = self._log_entry(agent, conversation, ask, device, outcome, reason, provider_id)
-        await self.gw.store.run(lambda conn: _insert_log(conn, entry))
-        self._logged(entry)
+        """Append to the delivery log (and run ``also`` in the same transaction)."""
+        at = self.gw.settings.clock().isoformat()
+        row = (at, agent, conversation, ask, device, outcome, reason, provider_id)
 
-    def _log_entry(self, *fields: str | None) -> tuple[str | None, ...]:
-        """A row of the delivery log: its time, then ``_write_log``'s fields in its order."""
-        return (self.gw.settings.clock().isoformat(), *fields)
+        def write(conn: sqlite3.Connection) -> None:
+            if also is not None:
+                also(conn)
+            cur = conn.execute(
+                "INSERT INTO push_log(at, agent, conversation, ask, device, outcome, reason,"
+                " provider_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+            if cur.lastrowid is not None and cur.lastrowid % 1000 == 0:
+                conn.execute("DELETE FROM push_log WHERE id <= ?", (cur.lastrowid - LOG_KEPT,))
 
-    def _logged(self, entry: tuple[str | None, ...]) -> None:
-        """Tell the phones of a row written to the delivery log."""
-        _, agent, _, ask, device, outcome, reason, *_ = entry
+        await self.gw.store.run(write)
         self.gw.bus.publish(
             "push.logged",
             {"agent": agent, "ask": ask, "device": device, "outcome": outcome, "reason": reason},
@@ -596,3 +641,7 @@ class Pushing:
             rows = await cur.fetchall()
         names = ("at", "agent", "conversation", "ask", "device", "outcome", "reason", "provider_id")
         return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def _masked_option(option: Option, mask: Callable[[str], str]) -> Option:
+    return msgspec.structs.replace(option, label=mask(option.label))

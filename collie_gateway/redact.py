@@ -126,9 +126,10 @@ _RULES: Final[tuple[_Rule, ...]] = (
         "pem-private-key",
         re.compile(
             # Only with key material after the header, so a mention of the header is no key.
+            # Line breaks may be real or "\n" escapes (a key inside JSON: service accounts).
             r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-            r"(?=\s*(?:[A-Za-z-]+:|[A-Za-z0-9+/]{8}))"
-            r".*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            r"(?=(?:\s|\\[nr])*(?:[A-Za-z-]+:|[A-Za-z0-9+/]{8}))"
+            r".*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:\\n)?|\Z)",
             re.S,
         ),
     ),
@@ -151,6 +152,28 @@ _RULES: Final[tuple[_Rule, ...]] = (
         "aws-access-key-id",
         re.compile(_START + r"(?P<k>AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
     ),
+    # Families after gitleaks' pypi, azure-storage, discord, vault and digitalocean rules.
+    _Rule("pypi", re.compile(_START + r"(?P<k>pypi-)AgE[A-Za-z0-9_-]{50,}")),
+    _Rule(
+        "azure-storage-account-key",
+        re.compile(r"(?i)AccountKey\s*=\s*(?P<s>[A-Za-z0-9+/]{80,100}={0,2})(?![A-Za-z0-9+/=])"),
+    ),
+    _Rule(
+        # A shared access signature in a URL's query: percent-encoded base64.
+        "azure-sas-signature",
+        re.compile(r"[?&]sig=(?P<s>[A-Za-z0-9%+/=]{30,})(?![A-Za-z0-9%+/=])"),
+        lambda m: _entropy(m.group("s")) >= 3.5,
+    ),
+    _Rule(
+        # Bot tokens: the bot's id in base64 ("M…"–"O…"), a timestamp, an HMAC.
+        "discord-bot-token",
+        re.compile(
+            _START + r"[MNO][A-Za-z0-9_-]{22,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}"
+            r"(?![A-Za-z0-9_-])"
+        ),
+    ),
+    _Rule("vault-token", re.compile(_START + r"(?P<k>hv[sbr]\.)[A-Za-z0-9_-]{24,}")),
+    _Rule("digitalocean", re.compile(_START + r"(?P<k>do[opr]_v1_)[a-f0-9]{64}(?![a-f0-9])")),
     _Rule("google-api-key", re.compile(_START + r"(?P<k>AIza)[A-Za-z0-9_-]{30,}")),
     _Rule(
         "slack-token",

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from collie_gateway.answers import Record
 from collie_gateway.app import GATEWAY, SETTINGS, json_error
+from collie_gateway.crew_routes import add_crew_routes, crew_refusal
 from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
@@ -76,7 +77,12 @@ async def healthz(request: web.Request) -> web.Response:
     """Liveness, and how many agents are ready."""
     gw = request.app[GATEWAY]
     ready = sum(1 for m in gw.mirrors.values() if m.state is LinkState.READY)
-    return encoded({"ok": True, "agents": len(gw.mirrors), "ready": ready})
+    health: dict[str, object] = {"ok": True, "agents": len(gw.mirrors), "ready": ready}
+    crew = gw.crew.links.values()
+    if crew:  # a lead: its members, and how many of their sections are Ready
+        health["crew"] = len(crew)
+        health["crew_ready"] = sum(1 for link in crew if link.ready.is_set())
+    return encoded(health)
 
 
 async def dashboard(request: web.Request) -> web.Response:
@@ -472,6 +478,9 @@ async def answer_ask(request: web.Request) -> web.Response:
     agent = agent_of(request)
     gw = request.app[GATEWAY]
     body = await body_of(request, PhoneAnswer)
+    refused = crew_refusal(request)
+    if refused is not None:  # V2: sent through a lead, and this machine takes none that way
+        return encoded(_answer_view(request, body.request_id, TapOutcome.REFUSED, refused, None))
     try:
         result = await gw.answer(
             agent, request.match_info["ask"], body.request_id, body.version, body.answer
@@ -594,3 +603,4 @@ def add_routes(app: web.Application) -> None:
     r.add_delete("/api/v1/devices/{device}", remove_device)
     r.add_post("/api/v1/presence", presence)
     r.add_get("/api/v1/pushes", push_log)
+    add_crew_routes(app)

@@ -51,10 +51,22 @@ def serve(
     Raises:
         OSError: the address cannot be bound.
     """
-    return asyncio.run(_serve(app, host, port, unix_path))
+    backstop: list[threading.Timer] = []
+    try:
+        return asyncio.run(_serve(app, host, port, unix_path, backstop))
+    finally:
+        # Stopped in time: what the caller does next (the demo stops its agents) is its own.
+        for timer in backstop:
+            timer.cancel()
 
 
-async def _serve(app: web.Application, host: str, port: int, unix_path: Path | None) -> int:
+async def _serve(
+    app: web.Application,
+    host: str,
+    port: int,
+    unix_path: Path | None,
+    backstop: list[threading.Timer],
+) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
@@ -67,6 +79,7 @@ async def _serve(app: web.Application, host: str, port: int, unix_path: Path | N
         timer = threading.Timer(BACKSTOP, _exit_now, (f"stop took over {BACKSTOP} s",))
         timer.daemon = True
         timer.start()
+        backstop.append(timer)
         log.warning("%s: stopping (send it again to exit at once)", sig.name)
 
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collie_gateway.sources import Source
+from collie_gateway.sources import Member, Source
 from collie_gateway.strings import Catalogue
+from collie_gateway.supervisor import Backoff
 
 if TYPE_CHECKING:
     from collie_gateway.pushing import TargetsFactory
@@ -59,6 +60,9 @@ class Settings:
     push_ttl: float = 3600.0  # a push without a deadline waits this long for the phone (s)
     apns_environment: str = "production"  # of an APNs token registered without one
     unix_path: Path | None = None  # serve the phone API on this Unix socket instead
+    bridge_backoff: Backoff = field(default_factory=Backoff)  # restarts of bridges it runs
+    crew: list[Member] = field(default_factory=list)  # member machines this lead shows (W1)
+    crew_answers: bool = True  # as a member: take answers given on a lead (W4, V2)
 
     @property
     def needs_token(self) -> bool:

@@ -1,4 +1,5 @@
-"""``sources.json``: the durable agents a gateway connects to, in dashboard order.
+"""``sources.json``: the durable agents a gateway connects to, in dashboard order, and the
+member machines of its crew (W1–W4).
 
 Loading never half-succeeds: any problem is one ``SourcesError`` naming the file, the entry
 and what is wrong, and the gateway does not start.
@@ -8,16 +9,22 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from collie_gateway.errors import SourcesError
+from collie_gateway.supervisor import BridgeCommand
 
-_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env"})
-_TOP_KEYS = frozenset({"durable_agents"})
+_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp"})
+AGENTS_DIR = Path("~/.collie/agents")  # where a bridge's socket and state go by default
+_TOP_KEYS = frozenset({"durable_agents", "crew"})
+_MEMBER_KEYS = frozenset({"name", "url", "token_env"})
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})  # spec D4, literally
+# Where a member's token may travel over plain http:// (it never leaves the machine).
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +35,7 @@ class Source:
     socket: Path | None = None
     url: str | None = None
     token: str | None = None
+    bridge: BridgeCommand | None = None  # the gateway runs this bridge, serving ``socket``
 
     @property
     def local(self) -> bool:
@@ -43,13 +51,37 @@ class Source:
         return str(self.socket) if self.socket is not None else str(self.url)
 
 
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A member machine of the crew: another gateway, read through its own phone API.
+
+    The token is sent to this member only; it is kept out of ``repr`` (and so out of logs).
+    """
+
+    name: str
+    url: str
+    token: str | None = field(default=None, repr=False)
+
+
 def load_sources(path: Path, environ: Mapping[str, str] | None = None) -> list[Source]:
     """Read and check ``path``.
 
     Raises:
         SourcesError: the file is unreadable, not JSON, or any entry is wrong.
     """
-    env = os.environ if environ is None else environ
+    return parse_sources(_read(path), str(path), os.environ if environ is None else environ)
+
+
+def load_crew(path: Path, environ: Mapping[str, str] | None = None) -> list[Member]:
+    """The ``crew`` list of ``path``, in the order the lead's dashboard shows it.
+
+    Raises:
+        SourcesError: as :func:`load_sources`, or a member entry is wrong.
+    """
+    return parse_crew(_read(path), str(path), os.environ if environ is None else environ)
+
+
+def _read(path: Path) -> object:
     try:
         raw = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -62,7 +94,7 @@ def load_sources(path: Path, environ: Mapping[str, str] | None = None) -> list[S
         raise SourcesError(
             f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
-    return parse_sources(data, str(path), env)
+    return data
 
 
 def parse_sources(data: object, where: str, env: Mapping[str, str]) -> list[Source]:
@@ -71,11 +103,8 @@ def parse_sources(data: object, where: str, env: Mapping[str, str]) -> list[Sour
     Raises:
         SourcesError: as :func:`load_sources`.
     """
-    if not isinstance(data, dict):
-        raise SourcesError(f'{where}: expected a JSON object with "durable_agents"')
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: durable_agents)")
+    _check_top(data, where)
+    assert isinstance(data, dict)
     entries = data.get("durable_agents", [])
     if not isinstance(entries, list):
         raise SourcesError(f'{where}: "durable_agents" must be a list')
@@ -92,31 +121,99 @@ def parse_sources(data: object, where: str, env: Mapping[str, str]) -> list[Sour
     return sources
 
 
-def _entry(entry: object, where: str, env: Mapping[str, str]) -> Source:
+def _check_top(data: object, where: str) -> None:
+    if not isinstance(data, dict):
+        raise SourcesError(f'{where}: expected a JSON object with "durable_agents"')
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: durable_agents, crew)")
+
+
+def parse_crew(data: object, where: str, env: Mapping[str, str]) -> list[Member]:
+    """Check the ``crew`` list of already-parsed JSON; ``where`` names the file in errors.
+
+    Raises:
+        SourcesError: as :func:`load_crew`.
+    """
+    _check_top(data, where)
+    assert isinstance(data, dict)
+    entries = data.get("crew", [])
+    if not isinstance(entries, list):
+        raise SourcesError(f'{where}: "crew" must be a list')
+    members: list[Member] = []
+    for index, entry in enumerate(entries, start=1):
+        member = _member(entry, f"{where}: crew member {index}", env)
+        if any(m.name == member.name for m in members):
+            raise SourcesError(
+                f"{where}: crew member {index} ({member.name!r}): duplicate name {member.name!r}"
+            )
+        members.append(member)
+    return members
+
+
+def _member(entry: object, where: str, env: Mapping[str, str]) -> Member:
     if not isinstance(entry, dict):
         raise SourcesError(f"{where}: expected an object")
+    name = _name(entry, where)
+    where = f"{where} ({name!r})"
+    unknown = sorted(set(entry) - _MEMBER_KEYS)
+    if unknown:
+        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: name, url, token_env)")
+    url = entry.get("url")
+    if not isinstance(url, str):
+        raise SourcesError(f'{where}: "url" is required: the member gateway\'s address')
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SourcesError(f"{where}: url {url!r} must be http:// or https:// with a host")
+    if parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
+        # The member's token (and the person's answers) would cross the network in clear.
+        raise SourcesError(f"{where}: url {url!r} must be https:// off loopback")
+    return Member(name=name, url=url.rstrip("/"), token=_token(entry, where, env))
+
+
+def _name(entry: dict[str, object], where: str) -> str:
     name = entry.get("name")
     if not isinstance(name, str) or not name.strip():
         raise SourcesError(f'{where}: "name" is required and must be a non-empty string')
     if len(name) > 100 or "/" in name:
         raise SourcesError(f"{where} ({name!r}): a name has at most 100 characters and no '/'")
+    return name
+
+
+def _token(entry: dict[str, object], where: str, env: Mapping[str, str]) -> str | None:
+    token_env = entry.get("token_env")
+    if token_env is None:
+        return None
+    if not isinstance(token_env, str) or not token_env:
+        raise SourcesError(f'{where}: "token_env" must be the name of a variable')
+    token = env.get(token_env)
+    if not token:
+        raise SourcesError(f"{where}: the token variable {token_env} is not set or empty")
+    return token
+
+
+def _entry(entry: object, where: str, env: Mapping[str, str]) -> Source:
+    if not isinstance(entry, dict):
+        raise SourcesError(f"{where}: expected an object")
+    name = _name(entry, where)
     where = f"{where} ({name!r})"
     unknown = sorted(set(entry) - _ENTRY_KEYS)
     if unknown:
-        raise SourcesError(
-            f"{where}: unknown key {unknown[0]!r} (known: name, socket, url, token_env)"
-        )
+        known = ", ".join(("name", "socket", "url", "token_env", *_BRIDGES))
+        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: {known})")
+    kinds = [k for k in _BRIDGES if k in entry]
+    if kinds:
+        if len(kinds) > 1 or "socket" in entry or "url" in entry:
+            raise SourcesError(
+                f'{where}: a bridge ("{kinds[0]}") is given alone, without "socket", "url" '
+                "or another bridge"
+            )
+        bridge = _BRIDGES[kinds[0]](name, entry[kinds[0]], f'{where}: "{kinds[0]}"')
+        return Source(name=name, socket=bridge.socket, bridge=bridge)
     socket, url = entry.get("socket"), entry.get("url")
     if (socket is None) == (url is None):
         raise SourcesError(f'{where}: give exactly one of "socket" or "url", not both or neither')
-    token: str | None = None
-    token_env = entry.get("token_env")
-    if token_env is not None:
-        if not isinstance(token_env, str) or not token_env:
-            raise SourcesError(f'{where}: "token_env" must be the name of a variable')
-        token = env.get(token_env)
-        if not token:
-            raise SourcesError(f"{where}: the token variable {token_env} is not set or empty")
+    token = _token(entry, where, env)
     if socket is not None:
         if not isinstance(socket, str) or not socket:
             raise SourcesError(f'{where}: "socket" must be a path')
@@ -127,3 +224,45 @@ def _entry(entry: object, where: str, env: Mapping[str, str]) -> Source:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SourcesError(f"{where}: url {url!r} must be http:// or https:// with a host")
     return Source(name=name, url=url.rstrip("/"), token=token)
+
+
+def _path(value: object, where: str, default: Path) -> Path:
+    if value is None:
+        return default.expanduser()
+    if not isinstance(value, str) or not value:
+        raise SourcesError(f"{where} must be a path")
+    return Path(value).expanduser()
+
+
+def _acp_bridge(name: str, spec: object, where: str) -> BridgeCommand:
+    """``{"acp": {"command": [...], "cwd": "~/src/shop", "socket": …, "state": …}}``: the ACP
+    bridge (``bridges.acp``) serving ``command``; ``cwd`` is a folder or a list of folders
+    (the New page's starters); ``socket`` and ``state`` default to ``~/.collie/agents/``."""
+    if not isinstance(spec, dict):
+        raise SourcesError(f'{where} must be an object with "command"')
+    unknown = sorted(set(spec) - {"command", "cwd", "socket", "state"})
+    if unknown:
+        raise SourcesError(
+            f"{where}: unknown key {unknown[0]!r} (known: command, cwd, socket, state)"
+        )
+    command = spec.get("command")
+    if (
+        not isinstance(command, list)
+        or not command
+        or not all(isinstance(c, str) and c for c in command)
+    ):
+        raise SourcesError(f'{where}: "command" must be a non-empty list of strings')
+    cwd = spec.get("cwd", [])
+    cwds = [cwd] if isinstance(cwd, str) else cwd
+    if not isinstance(cwds, list) or not all(isinstance(c, str) and c for c in cwds):
+        raise SourcesError(f'{where}: "cwd" must be a folder or a list of folders')
+    socket = _path(spec.get("socket"), f'{where}: "socket"', AGENTS_DIR / f"{name}.sock")
+    state = _path(spec.get("state"), f'{where}: "state"', AGENTS_DIR / f"{name}.acp.db")
+    argv = [sys.executable, "-m", "bridges.acp", "--socket", str(socket), "--state", str(state)]
+    for folder in cwds:
+        argv += ["--cwd", str(Path(folder).expanduser())]
+    return BridgeCommand(name=name, argv=(*argv, "--", *command), socket=socket)
+
+
+# Bridge kinds a sources.json entry may name instead of "socket" or "url".
+_BRIDGES: dict[str, Callable[[str, object, str], BridgeCommand]] = {"acp": _acp_bridge}

@@ -23,6 +23,11 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "reach_remote": "remote",
     "row_line2": "{runtime}, {reach}",
     "row_line2_member": "{runtime}, {reach}, {member}",
+    "section_durable_agents_member": "Durable agents · {machine}",  # ours (W1)
+    "crew_starting": "Connecting to {machine}…",  # ours
+    "crew_unreachable": "{machine} is not answering. Its agents show as last seen.",  # ours
+    "crew_unauthorized": "{machine} did not accept this gateway's crew token.",  # ours
+    "crew_no_answer": "{machine} did not answer. Try again in a moment.",  # ours
     "state_starting": "Starting",
     "state_unreachable": "Unreachable",
     "state_version_mismatch": "Version mismatch",
@@ -92,7 +97,6 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "chat_sent": "Sent",
     "chat_not_confirmed": "Sending, not confirmed",
     "chat_not_sent": "Not sent",
-    "chat_shortened": "Text shortened",  # ours: an item cut to what the chat shows (C2)
     # H — header
     "progress_step": "Step {n} of {total}: {label}",  # †
     "progress_percent": "{percent}%: {label}",  # †

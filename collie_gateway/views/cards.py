@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Final
+from urllib.parse import quote
 
 from msgspec import Struct
 
@@ -171,6 +172,7 @@ class Card(Struct, frozen=True, kw_only=True):
     notices: list[str]
     body: Body | None
     outcome: OutcomeLine | None = None
+    answer_url: str = ""  # where the answer is posted: a phone walks a member's card the same
 
 
 class MoreRow(Struct, frozen=True, kw_only=True):
@@ -245,6 +247,9 @@ def build_card(
         notices=notices,
         body=body,
         outcome=outcome,
+        answer_url=(
+            f"/api/v1/agents/{quote(agent_name, safe='')}/asks/{quote(ask.id, safe='')}/answer"
+        ),
     )
 
 

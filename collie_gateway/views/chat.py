@@ -10,17 +10,17 @@ from datetime import datetime, timedelta
 
 from msgspec import Struct
 
-from collie_gateway.markdown import render, safe_link
+from collie_gateway.markdown import real_host, render, safe_link
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.bar import Bar, Header, Menu, build_bar, build_header, build_menu
 from collie_gateway.views.cards import CardList, CardState, build_cards
 from collie_gateway.views.clock import as_utc
-from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, clean
+from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, ShownText, clean
 from wire.messages import Conversation, Item
 
 ECHO_WINDOW = timedelta(seconds=30)  # spec C5: match by text within 30 s
 LINE_LIFETIME = timedelta(minutes=10)  # spec C5: an unechoed line stops showing
-CHAT_TEXT_LIMIT = 200_000  # ours: what one chat item shows at most
+CHAT_TEXT_LIMIT = 200_000  # ours: what one chat item shows at most, then "…"
 
 
 # Rendering is pure and can cost a lot for a long item: each final text is rendered once.
@@ -71,6 +71,7 @@ class ChatLine(Struct, kw_only=True, omit_defaults=True):
     language: str | None = None
     url: str | None = None
     label: str | None = None
+    host: str | None = None  # a link whose label may lie: its real host, shown beside it
     tool: str | None = None
     status: str | None = None
     output: str | None = None
@@ -79,6 +80,7 @@ class ChatLine(Struct, kw_only=True, omit_defaults=True):
     state: str | None = None
     state_label: str | None = None
     request_id: str | None = None
+    shortened: str | None = None  # "Text shortened": the text was cut at CHAT_TEXT_LIMIT
 
 
 class Composer(Struct, kw_only=True):
@@ -115,6 +117,8 @@ class ChatContext:
     now: datetime
     redact: Callable[[str], str] | None = None
     agent_subtitle: str | None = None  # the hello's subtitle: H2's last fallback
+    # Masks chat items (X1): uncached, since item texts are long and each is masked once.
+    redact_items: Callable[[str], str] | None = None
 
 
 def match_echo(lines: Iterable[MyLine], item: Item, now: datetime) -> MyLine | None:
@@ -130,10 +134,29 @@ def match_echo(lines: Iterable[MyLine], item: Item, now: datetime) -> MyLine | N
     return None
 
 
-def item_line(item: Item, catalogue: Catalogue) -> ChatLine:
-    """One agent item as the chat shows it (C2, C3)."""
+def chat_text(text: str) -> ShownText:
+    """An item's text as the chat shows it: cleaned, cut past ``CHAT_TEXT_LIMIT``."""
+    return ShownText.of(text, CHAT_TEXT_LIMIT)
+
+
+def item_line(
+    item: Item,
+    catalogue: Catalogue,
+    shown: ShownText | None = None,
+    redact: Callable[[str], str] | None = None,
+) -> ChatLine:
+    """One agent item as the chat shows it (C2, C3). ``shown`` is its text already cleaned
+    (the live path keeps it as deltas come); else it is cleaned here.
+
+    A markdown item being written shows its cleaned text, so that deltas add to it exactly;
+    its final text is rendered (once: ``_render`` is cached).
+
+    ``redact`` masks secrets (X1) in a final item's text, a link's label and a tool's output;
+    an item still being written shows as it comes (its deltas append to it) and is masked
+    when its final text arrives."""
     writing = not item.final
-    text = clean(item.text, CHAT_TEXT_LIMIT, multiline=True).text
+    shown = shown if shown is not None else chat_text(item.text)
+    text = shown.text if writing or redact is None else shown.masked(redact)
     line = ChatLine(
         kind=item.kind,
         id=item.id,
@@ -142,8 +165,11 @@ def item_line(item: Item, catalogue: Catalogue) -> ChatLine:
         at=None if writing or item.at is None else as_utc(item.at),
         mine=item.kind == "user",
         request_id=item.request_id,
+        shortened=catalogue["text_shortened"] if shown.cut else None,
     )
     match item.kind:
+        case "markdown" if writing:
+            line.text = text
         case "markdown":
             line.html = _render(text)
         case "code":
@@ -152,13 +178,14 @@ def item_line(item: Item, catalogue: Catalogue) -> ChatLine:
         case "link":
             url = safe_link(item.url or "")
             line.url = url
-            shown = item.label or item.url or ""
-            line.label = clean(shown, TITLE_LIMIT).text
+            line.label = clean(item.label or item.url or "", TITLE_LIMIT, redact=redact).text
+            if url is not None:
+                line.host = real_host(item.label or item.url or "", url)
         case "tool":
             line.tool = clean(item.name or "", LABEL_LIMIT).text
             line.status = item.status
             if item.output is not None:
-                line.output = clean(item.output, TEXT_LIMIT, multiline=True).text
+                line.output = clean(item.output, TEXT_LIMIT, multiline=True, redact=redact).text
             line.text = text or None
         case _:
             line.text = text
@@ -190,6 +217,7 @@ def build_chat(
     mine: list[MyLine],
     answer_states: Mapping[str, CardState],
     ctx: ChatContext,
+    texts: Mapping[str, ShownText] | None = None,
 ) -> Chat:
     """The chat: items in order with notes placed after their item, then the person's
     pending lines; cards (first five, A8), header, bar, dots and composer."""
@@ -216,7 +244,8 @@ def build_chat(
     if not items:
         lines.extend(my_line(m, cat) for m in first_mine)
     for item in items:
-        lines.append(item_line(item, cat))
+        shown = texts.get(item.id) if texts is not None else None
+        lines.append(item_line(item, cat, shown, ctx.redact_items))
         lines.extend(_note_lines(by_item.pop(item.id, [])))
         lines.extend(my_line(m, cat) for m in mine_after.pop(item.id, []))
     for rest in by_item.values():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Literal, NamedTuple, cast
 from urllib.parse import quote
 
@@ -40,6 +40,9 @@ class AgentRow(msgspec.Struct, kw_only=True):
     right: RightEdge
     waiting: bool
     href: str
+    runtime: str = ""  # line 2's parts, so a lead can add the member's name (W2)
+    reach: str = ""
+    machine: str | None = None  # the crew member it runs on; None: this gateway's own (W1)
 
 
 class Space(msgspec.Struct, kw_only=True):
@@ -49,12 +52,17 @@ class Space(msgspec.Struct, kw_only=True):
 
 
 class Section(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """A dashboard section: ``spaces`` or ``durable_agents``."""
+    """A dashboard section: ``spaces`` or ``durable_agents``. A crew member's section names
+    its ``machine`` and the state of the lead's link to it; ``note`` says why it is not ready
+    (W1)."""
 
     kind: str
     title: str | None = None
     spaces: list[Space] | None = None
     rows: list[AgentRow] | None = None
+    machine: str | None = None
+    state: str | None = None
+    note: str | None = None
 
 
 class Dashboard(msgspec.Struct, kw_only=True):
@@ -89,6 +97,8 @@ def agent_row(source: Source, mirror: AgentMirror, catalogue: Catalogue) -> Agen
         right=right,
         waiting=waiting > 0,
         href=f"/api/v1/agents/{quote(source.name, safe='')}/conversations",
+        runtime=runtime,
+        reach=reach,
     )
 
 
@@ -105,31 +115,51 @@ def build_dashboard(
     catalogue: Catalogue,
     *,
     pending_only: bool = False,
+    members: Sequence[Section] = (),
 ) -> Dashboard:
     """The dashboard: D7 (above while any waits), D8 (no agents, no section), D9.
 
+    With a crew (W1–W3): this machine's section first, naming no machine, then each
+    member's ``members`` section in crew order; each machine's section is above the spaces
+    while one of its agents waits, and ``pending_only`` keeps, across machines, only the
+    waiting rows. ``durable_agents_position`` is this machine's section's place.
+
     Rows given encoded stay ``msgspec.Raw`` in the result, which is then for encoding only.
     """
-    all_rows = list(rows)
+    own_rows = list(rows)
     space_section = Section(kind="spaces", spaces=[Space(name=s) for s in spaces])
-    if not all_rows:
-        return Dashboard(
-            sections=[space_section], durable_agents_position=None, pending_only=pending_only
-        )
-    shown = [r for r in all_rows if r.waiting] if pending_only else all_rows
-    any_waiting = any(r.waiting for r in all_rows)
-    position: Literal["above", "below"] = "above" if any_waiting else "below"
-    if pending_only and not shown:
-        # Nothing waits: the filter leaves the section empty, so it is not drawn.
-        return Dashboard(
-            sections=[space_section], durable_agents_position=None, pending_only=pending_only
-        )
-    drawn = [r.raw if isinstance(r, EncodedRow) else r for r in shown]
-    # Raw rows encode as they are: the JSON of AgentRow, made once per change.
-    agents = Section(
-        kind="durable_agents",
-        title=catalogue["section_durable_agents"],
-        rows=cast(list[AgentRow], drawn),
+    above: list[Section] = []
+    below: list[Section] = []
+    position: Literal["above", "below"] | None = None
+    machines: list[Section] = list(members)
+    if own_rows:  # D8: no agents of its own, no section of its own
+        title = catalogue["section_durable_agents"]
+        # (EncodedRow has ``waiting`` as AgentRow does; made Raw below)
+        own = Section(kind="durable_agents", title=title, rows=cast(list[AgentRow], own_rows))
+        machines.insert(0, own)
+    for section in machines:
+        section_rows = section.rows or []
+        waiting = any(r.waiting for r in section_rows)
+        if pending_only:
+            shown = [r for r in section_rows if r.waiting]
+            if not shown:
+                continue  # nothing waits there: the filter leaves it empty, so it is not drawn
+            section = msgspec.structs.replace(section, rows=shown)
+        (above if waiting else below).append(_encoded(section))
+        if section.machine is None:
+            position = "above" if waiting else "below"
+    return Dashboard(
+        sections=[*above, space_section, *below],
+        durable_agents_position=position,
+        pending_only=pending_only,
     )
-    sections = [agents, space_section] if any_waiting else [space_section, agents]
-    return Dashboard(sections=sections, durable_agents_position=position, pending_only=pending_only)
+
+
+def _encoded(section: Section) -> Section:
+    """``section`` with its encoded rows as ``msgspec.Raw``: the JSON of AgentRow, made once
+    per change, encodes as it is."""
+    rows = cast(list[object], section.rows or [])
+    if not any(isinstance(r, EncodedRow) for r in rows):
+        return section
+    raw = [r.raw if isinstance(r, EncodedRow) else r for r in rows]
+    return msgspec.structs.replace(section, rows=cast(list[AgentRow], raw))

@@ -100,3 +100,113 @@ def _joins_visibly(text: str, i: int) -> bool:
 
 def _needs_joiners(ch: str) -> bool:
     return ord(ch) >= _JOINER_SCRIPTS_FROM and unicodedata.category(ch)[0] in "LMS"
+
+
+_JOINERS: Final = frozenset("\u200c\u200d")
+
+
+class ShownText:
+    """A chat item's text as the phone shows it, cleaned as it arrives in pieces (a streamed
+    reply): ``feed`` returns what each raw piece adds, and the additions joined equal the
+    whole raw text fed at once, however it was split (spec C2, issue 9.2: the live chat
+    equals the reloaded chat). Line breaks and invisible characters go as in ``clean``; past
+    ``limit`` characters the text ends with "…" and ``cut`` is set (C2: "Text shortened").
+
+    Split-independence needs a little state: a piece ending in "\\r" (a "\\n" next is the same
+    break), the last visible character (a joiner is kept only between two characters of
+    scripts that need it) and a joiner at the very end, held until the next character says
+    whether it stays.
+    """
+
+    __slots__ = ("_cr", "_held", "_joined", "_masked", "_parts", "_prev", "cut", "limit", "size")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self.cut = False
+        self._parts: list[str] = []
+        self._joined: str | None = ""
+        self._cr = False
+        self._prev = ""  # the last character that is no variation selector or skin tone
+        self._held = ""  # a joiner at the end whose next character has not come yet
+        self._masked: tuple[str, str] | None = None  # (text, that text masked)
+
+    @classmethod
+    def of(cls, text: str, limit: int) -> ShownText:
+        """A whole text, cleaned at once."""
+        shown = cls(limit)
+        shown.feed(text)
+        return shown
+
+    @property
+    def text(self) -> str:
+        """Everything shown so far (joined once, then kept)."""
+        if self._joined is None:
+            self._joined = "".join(self._parts)
+            self._parts = [self._joined]
+        return self._joined
+
+    def masked(self, redact: Redact) -> str:
+        """The text with secrets masked (X1), kept until more text comes."""
+        text = self.text
+        if self._masked is None or self._masked[0] is not text:
+            self._masked = (text, redact(text))
+        return self._masked[1]
+
+    def feed(self, raw: str) -> str:
+        """Add a raw piece; return the cleaned text it adds to what is shown ("" for none)."""
+        if not raw or self.cut:
+            return ""
+        if self._cr and raw[0] == "\n":
+            raw = raw[1:]  # "\r" + "\n" across two pieces is one break
+        self._cr = raw.endswith("\r")
+        text = _DROP.sub("", _BREAKS.sub("\n", raw))
+        if not text:
+            return ""
+        held, self._held = self._held, ""
+        if held and _needs_joiners(text[0]):
+            text = held + text
+            start = 1
+        else:
+            start = 0
+        if "\u200c" in text or "\u200d" in text:
+            text = self._joiners(text, start)
+        else:
+            self._remember_prev(text)
+        if self.size + len(text) > self.limit:
+            text = text[: self.limit - self.size] + ELLIPSIS
+            self.cut = True
+        if text:
+            self.size += len(text)
+            self._parts.append(text)
+            self._joined = None
+        return text
+
+    def _remember_prev(self, text: str) -> None:
+        for ch in reversed(text):
+            if ch not in _SKIP_BACK:
+                self._prev = ch
+                return
+
+    def _joiners(self, text: str, start: int) -> str:
+        """Keep each joiner from ``start`` on only between two characters that need it
+        (as ``clean`` does); hold one at the end for the next piece to decide."""
+        out = list(text[:start])
+        prev = self._prev if start == 0 else text[0]
+        last = len(text) - 1
+        for i in range(start, len(text)):
+            ch = text[i]
+            if ch in _JOINERS:
+                before = bool(prev) and _needs_joiners(prev)
+                if i < last:
+                    if before and _needs_joiners(text[i + 1]):
+                        out.append(ch)
+                elif before:
+                    self._held = ch
+                prev = ch
+            else:
+                out.append(ch)
+                if ch not in _SKIP_BACK:
+                    prev = ch
+        self._prev = prev
+        return "".join(out)

@@ -8,7 +8,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,26 +26,34 @@ def free_port() -> int:
 
 class GatewayProcess:
     """``python -m collie_gateway serve`` on a free port and a SQLite file; ``env`` is added
-    to the environment (push settings, for instance)."""
+    to the environment (push settings, for instance), ``args`` to the command line."""
 
     def __init__(
-        self, sources: Path, db: Path, log: Path, env: Mapping[str, str] | None = None
+        self,
+        sources: Path,
+        db: Path,
+        log: Path,
+        env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
     ) -> None:
         self.sources, self.db, self.log = sources, db, log
         self.env = dict(env or {})
+        self.args = list(args)
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: asyncio.subprocess.Process | None = None
 
-    async def start(self, ready: int = 1) -> None:
-        """Run it and wait until ``ready`` of its agents are ready."""
-        env = {**os.environ, "PYTHONPATH": str(REPO), **self.env}
-        env.pop("COLLIE_TOKEN", None)
+    async def start(self, ready: int = 1, crew_ready: int = 0) -> None:
+        """Run it and wait until ``ready`` of its agents and ``crew_ready`` of its crew
+        members are ready."""
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env.pop("COLLIE_TOKEN", None)  # only a token the test gives
+        env.update(self.env)
         with self.log.open("ab") as log:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "collie_gateway", "serve",
                 "--sources", str(self.sources), "--db", str(self.db), "--port", str(self.port),
-                cwd=REPO, env=env, stdout=log, stderr=log,
+                *self.args, cwd=REPO, env=env, stdout=log, stderr=log,
             )  # fmt: skip
 
         async def started() -> bool:
@@ -54,7 +62,7 @@ class GatewayProcess:
             try:
                 async with aiohttp.ClientSession() as http, http.get(self.base + "/healthz") as r:
                     body: dict[str, int] = await r.json()
-                    return body["ready"] >= ready
+                    return body["ready"] >= ready and body.get("crew_ready", 0) >= crew_ready
             except aiohttp.ClientError:
                 return False
 

@@ -6,15 +6,18 @@ name on the phone."""
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source
+from tests.collie_gateway.chat_phone import PhoneChat, shown
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json, raw_agent
 from tests.collie_gateway.test_answers_http import SHORT, desk
-from tests.collie_gateway.test_chat_http import CHAT, Turns, chat, pending, start
+from tests.collie_gateway.test_chat_http import CHAT, Turns, chat, pending, seen_by_gateway, start
 
 AGENT = "/api/v1/agents/desk"
 UNSUPPORTED = "This durable agent doesn't offer that."
@@ -183,7 +186,13 @@ async def test_no_exception_names_on_the_phone_from_a_foreign_agent(rig: Rig) ->
         if request.path == "/hello":
             return web.json_response({"wire": 1, "features": ["stop", "close"]})
         if request.path == "/conversations":
-            conv = {"id": "c1", "title": "Notes", "updated_at": "2026-12-02T12:00:00Z"}
+            ask = {"id": "q", "conversation": "c1", "kind": "text", "title": "Name?"}
+            conv = {
+                "id": "c1",
+                "title": "Notes",
+                "updated_at": "2026-12-02T12:00:00Z",
+                "asks": [ask],
+            }
             return web.json_response({"conversations": [conv]}, headers={"Wire-Event-Id": "0"})
         if request.path == "/events":
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -194,19 +203,108 @@ async def test_no_exception_names_on_the_phone_from_a_foreign_agent(rig: Rig) ->
             return resp
         if request.path.endswith("/stop"):
             return web.Response(body=b"<html>oops</html>", content_type="text/html")
-        if request.path.endswith("/close"):
+        if request.path.endswith("/close") or request.path.endswith("/reply"):
             return web.Response(status=418, body=b"teapot")
         return web.Response(status=500, body=b"Traceback (most recent call last): KeyError")
 
     sock = rig.tmp / "raw.sock"
     async with raw_agent(handler, sock):
-        client, gw = await rig.gateway([Source(name="desk", socket=sock)])
-        await eventually(lambda: gw.mirrors["desk"].state is LinkState.READY)
-        stopped = await post_json(client, CHAT + "/stop", {"request_id": "s1", "turn": 0})
-        assert (stopped["outcome"], stopped["message"]) == ("uncertain", NOT_UNDERSTOOD)
-        closed = await post_json(client, CHAT + "/close", {"request_id": "x1"})
-        assert (closed["outcome"], closed["message"]) == ("refused", REFUSED)
-        failed = await client.get(CHAT)
-        assert failed.status == 502
-        _plain((await failed.json())["message"])
-        done.set()
+        try:
+            client, gw = await rig.gateway([Source(name="desk", socket=sock)])
+            await eventually(lambda: gw.mirrors["desk"].state is LinkState.READY)
+            stopped = await post_json(client, CHAT + "/stop", {"request_id": "s1", "turn": 0})
+            assert (stopped["outcome"], stopped["message"]) == ("uncertain", NOT_UNDERSTOOD)
+            closed = await post_json(client, CHAT + "/close", {"request_id": "x1"})
+            assert (closed["outcome"], closed["message"]) == ("refused", REFUSED)
+            failed = await client.get(CHAT)
+            assert failed.status == 502
+            _plain((await failed.json())["message"])
+            answer = {"request_id": "r1", "version": 1, "answer": {"text": "Ada"}}
+            refused = await post_json(client, AGENT + "/asks/q/answer", answer)
+            assert (refused["outcome"], refused["card"]["line"]) == (
+                "refused",
+                "The answer was refused.",  # not "the agent answered 418"
+            )
+        finally:
+            done.set()  # the stream ends, so the agent stops at once
+
+
+# --- X1: issue 9.10's secret families on the phone ------------------------------------------
+
+
+NEW_FAMILIES = [
+    case
+    for case in json.loads(
+        (Path(__file__).parents[2] / "fixtures" / "redaction" / "secrets.json").read_text("utf-8")
+    )
+    if any(
+        word in case["description"]
+        for word in ("PEM key in", "PyPI", "Azure", "Discord", "Vault", "DigitalOcean")
+    )
+]
+
+
+def _leaks(secret: str, kept: str, text: str) -> bool:
+    body = secret[len(kept) :]
+    return any(body[i : i + 6] in text for i in range(len(body) - 5))
+
+
+async def test_X1_new_secret_families_masked_on_list_header_and_cards(rig: Rig) -> None:
+    assert len(NEW_FAMILIES) == 12
+    client, gw, _agent, conv = await start(rig)
+    agent = rig.agents["desk"]
+    for n, case in enumerate(NEW_FAMILIES):
+        await agent.open_conversation(f"s{n}", title=case["input"], subtitle=case["input"])
+    await conv.ask(kind="text", id="q", title=NEW_FAMILIES[0]["input"][:1000])
+    await eventually(lambda: len(gw.mirrors["desk"].conversations) == 1 + len(NEW_FAMILIES))
+    await eventually(lambda: gw.find_ask("desk", "q") is not None)
+    rows = {
+        r["conversation_id"]: r for r in (await get_json(client, AGENT + "/conversations"))["rows"]
+    }
+    for n, case in enumerate(NEW_FAMILIES):
+        header = (await get_json(client, AGENT + f"/conversations/s{n}"))["header"]
+        for text in (
+            rows[f"s{n}"]["title"],
+            rows[f"s{n}"]["line"],
+            header["title"],
+            header["line2"],
+        ):
+            assert not _leaks(case["secret"], case["kept"], text), (case["description"], text)
+    card = (await chat(client))["cards"]["cards"][0]
+    assert not _leaks(NEW_FAMILIES[0]["secret"], "", json.dumps(card, ensure_ascii=False))
+
+
+async def test_X1_chat_items_and_tool_output_masked_on_the_phone(rig: Rig) -> None:
+    key = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    client, gw, _agent, conv = await start(rig)
+    phone = PhoneChat(client, CHAT)
+    await phone.start()
+    await conv.append(kind="reply", text=f"Your key is {key}")
+    await conv.append(kind="tool", name="shell", status="done", call_id="t1", output=f"{key}\n")
+    await conv.append(kind="markdown", text=f"Set `{key}` in **.env**")
+    item = await conv.append(kind="reply", final=False)
+    await item.delta("and again: sk_live_")
+    await item.delta(key[8:])
+    await item.finish()
+    await seen_by_gateway(gw, conv, "done")
+    view = await chat(client)
+    reply, tool, md, streamed = view["lines"]
+    assert reply["text"] == "Your key is sk_live_••••"
+    assert tool["output"] == "sk_live_••••\n"
+    assert md["html"] == "<p>Set <code>sk_live_••••</code> in <strong>.env</strong></p>\n"
+    assert streamed["text"] == "and again: sk_live_••••"  # masked once final
+    assert key[8:] not in json.dumps(view)
+    await eventually(lambda: phone.shown() == shown(view))  # the live path masks alike
+    await phone.stop()
+
+
+async def test_X1_redaction_off_shows_chat_items_as_sent(rig: Rig) -> None:
+    key = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    agent = rig.agent("desk", runtime="desk")
+    sock = await rig.serve("desk")
+    conv = await agent.open_conversation("c1", title="Notes")
+    client, gw = await rig.gateway([Source(name="desk", socket=sock)], redact=False)
+    await eventually(lambda: gw.mirrors["desk"].state is LinkState.READY)
+    await conv.append(kind="reply", text=f"Your key is {key}")
+    await seen_by_gateway(gw, conv, "done")
+    assert (await chat(client))["lines"][0]["text"] == f"Your key is {key}"

@@ -129,3 +129,18 @@ def test_a_phone_too_far_behind_overflows() -> None:
     assert sub.overflowed
     assert sub.take(10) == [e.frame for e in events[:2]]
     assert sub.pending == 0
+
+
+def test_closing_ends_every_stream_after_what_it_queued() -> None:
+    # Issue 10: a stopping gateway ends each live stream; events queued first still go out.
+    bus = PhoneBus()
+    sub, _ = bus.subscribe(None)
+    (event,) = publish(bus, 1)
+    bus.close()
+    assert sub.ended
+    assert sub.take(10) == [event.frame]
+    assert sub.pending == 0
+    assert sub.ready.is_set()  # the end still wakes its reader
+    late, _ = bus.subscribe(None)  # a stream opened while stopping ends at once
+    assert late.ended
+    assert late.ready.is_set()

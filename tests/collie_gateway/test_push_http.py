@@ -32,7 +32,7 @@ from tests.collie_gateway.push_fixtures import (
     services,
 )
 from tests.push.fakes import ApnsSeen, Reply, fcm_error
-from wire.agent import Agent, ConversationHandle, Option, ToolRef
+from wire.agent import Agent, ConversationHandle, FormField, Option, ToolRef
 
 Client = TestClient[Any, Any]
 
@@ -768,6 +768,41 @@ async def test_S6_webhook_gets_the_ask_signed(rig: Rig, svc: Services) -> None:
         assert failed["reason"]
         assert len(svc.apns.requests) == 1  # the push went out regardless
     check_delivery(hook, secret)
+
+
+async def test_X1_webhook_masks_option_and_field_labels(rig: Rig, svc: Services) -> None:
+    """Issue 9.10: option labels, form field labels and select option labels are masked in
+    the webhook's body, as titles are."""
+    secret = b"whsec_test_secret"
+    key = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    async with receiver([secret]) as hook:
+        svc.webhooks = [(hook.url, [secret])]
+        _client, gw, convs = await start(rig, svc, {"c1": "Notes"})
+        await convs["c1"].ask(
+            kind="form",
+            id="f1",
+            title="Configure billing",
+            fields=[
+                FormField(id="k", kind="text", label=f"Key {key}"),
+                FormField(
+                    id="m",
+                    kind="select",
+                    label="Mode",
+                    options=[Option(id="a", label=f"Allow with {key}")],
+                ),
+            ],
+        )
+        await convs["c1"].ask(
+            kind="permission",
+            id="p1",
+            title="Charge?",
+            options=[Option(id="a", label=f"Allow with {key}", role="allow")],
+        )
+        await eventually(lambda: len(hook.accepted) == 2)
+    raw = json.dumps(hook.accepted, ensure_ascii=False)
+    assert key[8:16] not in raw
+    assert raw.count("sk_live_••••") == 3
+    assert gw.redact(key) == "sk_live_••••"
 
 
 def check_delivery(hook: Receiver, secret: bytes) -> None:

@@ -56,9 +56,10 @@ async def test_P3_a_push_cut_short_goes_to_the_devices_that_lack_it_on_the_next_
     await raise_ask(convs["c1"], "a1")
     await logged(client, "a1", "sent")  # APNs took it; FCM hangs
     assert list(states(rig).values()) == [("owed", None)]
+    await register(client, "apns", "c3" * 32)  # a phone registered since: not owed a1
 
+    svc.fcm.hang = False  # from now on (the push already out stays hanging)
     client, _gw = await restart_gateway(rig, svc, client)  # FCM's push is cut short
-    svc.fcm.hang = False
     entries = await logged(client, "a1", "sent", "sent")
     device_outcomes = [(e["outcome"], e["device"], e["reason"]) for e in entries]
     assert device_outcomes == [

@@ -169,3 +169,14 @@ def test_X1_github_token_glued_to_a_word_is_masked() -> None:
     for text in (f"x{token}", f"1{token} deploy", f"key={token}"):
         masked = Redactor().mask(text)
         assert token[4:12] not in masked, masked
+
+
+HELDOUT: dict[str, list[dict[str, str]]] = json.loads(
+    (CORPUS / "heldout.json").read_text("utf-8")
+)
+
+
+@pytest.mark.parametrize("case", HELDOUT["clean"], ids=lambda c: c["input"][:40])
+def test_X1_no_false_alarm_out_of_sample(case: dict[str, str]) -> None:
+    """The held-out ordinary strings (issue 9.10): masking changes none of them."""
+    assert Redactor().mask(case["input"]) == case["input"]

@@ -43,6 +43,7 @@ from tests.collie_gateway.push_fixtures import (
 from tests.push.fakes import ApnsSeen, FcmReply, FcmSeen, Reply, fcm_error
 from wire.agent import Agent, AgentRunner, ConversationHandle, Option, ToolRef
 
+UNCERTAIN = "Not sure the answer arrived. Retry sends it once more."
 STOP_WITHIN = 5.0  # issue 10: with 200 streams, 50 hanging pushes and a mute agent
 STREAMS = 200
 DEVICES = 10  # x 5 asks = 50 pushes
@@ -86,6 +87,12 @@ class Scene:
     def push_states(self) -> Counter[str]:
         with contextlib.closing(sqlite3.connect(self.gateway.db)) as conn:
             return Counter(str(r[0]) for r in conn.execute("SELECT state FROM push_once"))
+
+    def mirrored(self) -> set[str]:
+        """The conversations of ``desk`` in the gateway's SQLite file."""
+        with contextlib.closing(sqlite3.connect(self.gateway.db)) as conn:
+            rows = conn.execute("SELECT id FROM conversations WHERE agent = 'desk'")
+            return {str(r[0]) for r in rows}
 
     def output(self) -> str:
         return self.gateway.log.read_text(errors="replace")
@@ -226,9 +233,15 @@ async def test_stop_with_200_streams_50_hanging_pushes_and_a_mute_agent(
         async with aiohttp.ClientSession(connector=connector) as http:
             streams = await open_streams(http, s.gateway.base)
             tap = {"request_id": "tap-1", "version": 1, "answer": {"option": "yes"}}
-            answer = asyncio.create_task(
-                http.post(s.gateway.base + "/api/v1/agents/desk/asks/a1/answer", json=tap)
-            )
+
+            async def answer_a1() -> dict[str, Any]:
+                url = s.gateway.base + "/api/v1/agents/desk/asks/a1/answer"
+                async with http.post(url, json=tap) as resp:
+                    assert resp.status == 200
+                    result: dict[str, Any] = await resp.json()
+                    return result
+
+            answer = asyncio.create_task(answer_a1())
             await asyncio.wait_for(s.replies.wait(), 10)  # the answer is at the agent
             assert s.ledger("tap-1") == 0
             assert s.gateway.proc is not None
@@ -237,18 +250,21 @@ async def test_stop_with_200_streams_50_hanging_pushes_and_a_mute_agent(
             code = await asyncio.wait_for(s.gateway.proc.wait(), 20)
             took = time.monotonic() - started
             ended = await asyncio.wait_for(asyncio.gather(*(ends(r) for r in streams)), 5)
-            with contextlib.suppress(aiohttp.ClientError):
-                (await answer).release()
+            answered = await answer
         output = s.output()
         assert code == 0, output
         assert took < STOP_WITHIN, f"stopped in {took:.2f} s"
         assert all(ended), f"{ended.count(False)} streams broke instead of ending"
         assert not [w for w in BAD_WORDS if w in output], output
         assert f"{sig.name}: stopping" in output
-        # The answer in flight stays recorded, not settled: the next run sends it again.
+        # The answer in flight is cut short and the phone told so (T1); it stays recorded,
+        # not settled: the next run sends it again with its request id.
+        assert answered["outcome"] == "uncertain"
+        assert answered["card"]["line"] == UNCERTAIN
         assert s.ledger("tap-1") == 0
-        # The pushes cut short are owed, not marked pushed (P3).
+        # The pushes cut short are owed, not marked pushed (P3); the mirror is in the file.
         assert s.push_states() == {"owed": 5}
+        assert s.mirrored() == {"c1", "c2"}
 
 
 async def test_a_second_signal_exits_at_once() -> None:

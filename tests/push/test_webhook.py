@@ -6,8 +6,10 @@ import asyncio
 import hashlib
 import hmac
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -336,3 +338,37 @@ async def test_S6_an_unreachable_receiver_is_reported() -> None:
         result = await hook.post(BODY)
     assert not result.ok
     assert result.reason == "connection: ClientConnectorError"
+
+
+async def test_S6_the_readme_receiver_acts_once_on_a_retried_delivery(
+    aiohttp_server: AiohttpServer,
+) -> None:
+    # The receiver shown in the README ("Webhooks: dropping duplicates"), run as written.
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Webhooks: dropping duplicates", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    acted: list[dict[str, object]] = []
+
+    def act_on(body: dict[str, object]) -> None:
+        acted.append(body)
+
+    async def slow_hook(request: web.Request) -> web.StreamResponse:
+        response: web.StreamResponse = await namespace["hook"](request)
+        # The first delivery's answer comes after the sender gave up waiting.
+        await asyncio.sleep(0.5 if len(acted) == 1 and response.status == 204 else 0)
+        return response
+
+    namespace: dict[str, Any] = {"web": web, "time": time, "json": json, "SECRET": SECRET}
+    namespace["act_on"] = act_on
+    exec(compile(code, "README.md", "exec"), namespace)
+    app = web.Application()
+    app.router.add_post("/hook", slow_hook)
+    server = await aiohttp_server(app)
+    async with WebhookTarget(
+        str(server.make_url("/hook")), [SECRET], timeout=0.2, sleep=FakeSleep()
+    ) as target:
+        result = await target.post(BODY, webhook_id="msg_a1")  # the first answer is too late
+    assert result.ok
+    assert result.status == 200  # the retry: a duplicate, answered 200
+    assert result.attempts == 2
+    assert acted == [json.loads(BODY)]

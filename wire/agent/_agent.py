@@ -32,6 +32,7 @@ from wire.answers import check_answer
 from wire.messages import (
     MAX_BODY,
     WIRE_VERSION,
+    Answer,
     Ask,
     AskChanged,
     AskRaised,
@@ -73,6 +74,7 @@ S = TypeVar("S")
 MessageHandler = Callable[["ConversationHandle", SendMessage], Awaitable[None]]
 StartHandler = Callable[[str], Awaitable["ConversationHandle"]]
 ButtonHandler = Callable[["ConversationHandle", str], Awaitable[None]]
+CloseHandler = Callable[["ConversationHandle"], Awaitable[None]]
 
 KEEP_EVENTS: Final = 10_000
 PING_INTERVAL: Final = 15.0  # wire/SPEC.md, Events: a ping at least every 15 s
@@ -140,7 +142,9 @@ class Agent:
     ``keep_events`` is how many events the log keeps for replay; ``expiry_interval`` is how
     often deadlines are checked; ``echo_request_id=False`` leaves the request id off the
     ``user`` item (spec C5); ``middlewares`` are aiohttp middlewares run before the agent's
-    handlers (after the error mapping).
+    handlers (after the error mapping); ``answer_check`` is the agent's own check of an answer
+    that fits its ask by the wire's rules: a sentence refuses it with ``400 bad_request``
+    (wire/SPEC.md §8, "as the agent decides"), ``None`` takes it.
     """
 
     def __init__(
@@ -160,6 +164,7 @@ class Agent:
         expiry_interval: float = 1.0,
         echo_request_id: bool = True,
         middlewares: Sequence[Middleware] = (),
+        answer_check: Callable[[Ask, Answer], str | None] | None = None,
     ) -> None:
         if ping_interval <= 0 or expiry_interval <= 0:
             raise ValueError("ping_interval and expiry_interval must be positive")
@@ -174,11 +179,13 @@ class Agent:
         self.expiry_interval = expiry_interval
         self.echo_request_id = echo_request_id
         self.middlewares = tuple(middlewares)
+        self.answer_check = answer_check
         self._clock = now or (lambda: datetime.now(UTC))
         self._store = Store(state_path, keep_events=keep_events)
         self._on_message: MessageHandler | None = None
         self._on_start: StartHandler | None = None
         self._on_button: ButtonHandler | None = None
+        self._on_close: CloseHandler | None = None
         self._open: dict[str, ConversationHandle] = {}
         self._handles: weakref.WeakValueDictionary[str, ConversationHandle] = (
             weakref.WeakValueDictionary()
@@ -208,6 +215,12 @@ class Agent:
     def on_button(self, fn: ButtonHandler) -> ButtonHandler:
         """Register ``async (conv, button_id) -> None`` for a tap on one of the agent's buttons."""
         self._on_button = fn
+        return fn
+
+    def on_close(self, fn: CloseHandler) -> CloseHandler:
+        """Register ``async (conv) -> None``, run after ``POST …/close`` closed a conversation
+        (an agent's own :meth:`ConversationHandle.close` does not call it)."""
+        self._on_close = fn
         return fn
 
     # --- life ----------------------------------------------------------------------------
@@ -856,9 +869,18 @@ class Agent:
                 return _refused("unsupported")
             if not conv.closed:
                 await self._close(tx, conv)
+                tx.on_commit(lambda: self._spawn(self._run_close(conv)))
             return CommandResult(outcome="accepted", conversation_id=conv.id)
 
         return await self._command(cmd.request_id, key, decide)
+
+    async def _run_close(self, conv: ConversationHandle) -> None:
+        if self._on_close is None:
+            return
+        try:
+            await self._on_close(conv)
+        except Exception:
+            log.exception("closing %s failed", conv.id)
 
     async def command_reopen(self, key: bytes, conversation_id: str, cmd: PlainCommand) -> bytes:
         """``POST /conversations/{id}/reopen``."""
@@ -903,6 +925,8 @@ class Agent:
             if reply.version != handle.ask.version:
                 return ReplyResult(outcome="changed")
             problem = check_answer(handle.ask, reply.answer)
+            if problem is None and self.answer_check is not None:
+                problem = self.answer_check(handle.ask, reply.answer)
             if problem is not None:
                 raise RequestError(400, "bad_request", problem)
             resolution = Resolution(
@@ -1065,6 +1089,7 @@ __all__ = [
     "Agent",
     "AskHandle",
     "ButtonHandler",
+    "CloseHandler",
     "ConversationHandle",
     "ItemHandle",
     "MessageHandler",

@@ -555,3 +555,19 @@ class AskHandle:
             return resolution
 
         return await agent._transact(build)
+
+    async def withdraw(self, how: str = "stopped") -> Resolution:
+        """The agent takes the ask back without an answer (``how``, ``stopped`` by default: a
+        later reply is answered ``not_open`` with that reason). Returns the resolution (the
+        earlier one if the ask had already ended)."""
+        agent = self.conversation.agent
+
+        async def build(tx: Tx) -> Resolution:
+            if agent._open_asks.get(self.id) is not self:
+                assert self._resolution is not None
+                return self._resolution
+            resolution = Resolution(how=how, at=agent.now())
+            agent._resolve(tx, self, resolution)
+            return resolution
+
+        return await agent._transact(build)

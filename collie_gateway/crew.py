@@ -1,0 +1,487 @@
+"""The crew (W1–W4, V2): a lead's gateway reads each member gateway through the member's own
+phone API and follows its live stream.
+
+Who talks to whom::
+
+    phone ──► lead gateway ──► its own agents (wire v1)
+                   │
+                   └──► member gateway (phone API, the member's token) ──► the member's agents
+
+The lead keeps, per member, the member's last dashboard rows (its own section only) and the
+id of the member's last stream event, so a lost stream resumes with ``Last-Event-ID``. Every
+member event is published again on the lead's stream, naming the machine, with the member's
+URLs rewritten to the lead's (``/api/v1/machines/<member>/…``). Answers go to the member with
+the phone's request id unchanged: the member's own ledger keeps them exactly-once (T1). A
+member that does not say, at ``GET /api/v1/crew``, that it speaks this crew version and takes
+answers from a lead is sent none (V2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any, Final
+from urllib.parse import quote
+
+import aiohttp
+import msgspec
+
+from collie_gateway.errors import AgentUnreachable
+from collie_gateway.settings import LinkTiming
+from collie_gateway.sources import Member
+from collie_gateway.strings import Catalogue
+from collie_gateway.views.dashboard import AgentRow, Dashboard, RightEdge, Section
+from wire.messages import Ask
+from wire.sse import SSEParser
+
+log = logging.getLogger(__name__)
+
+CREW_VERSION: Final = 1  # the crew protocol this gateway speaks, at GET /api/v1/crew
+#: Sent by a lead on every request to a member: a member that takes no answers from a lead
+#: refuses an answer carrying it, even from a lead that did not read its crew route (V2).
+LEAD_HEADER: Final = "Collie-Crew-Lead"
+MAX_BODY: Final = 16 * 1024 * 1024  # ours: a member's answer larger than this is refused
+MAX_EVENT: Final = 4 * 1024 * 1024
+PING_GRACE: Final = 45.0  # a member pings its stream every 15 s: three missed pings
+# Keys of a member's JSON whose values are URLs of the member's phone API (rewritten).
+URL_KEYS: Final = frozenset({"href", "answer_url", "conversations", "new", "reopen"})
+_API: Final = "/api/v1/"
+# A member's events about itself only: its push log is about its own devices, and a member
+# that leads a crew of its own does not pass its members on.
+_NOT_PASSED_ON: Final = frozenset({"push.logged", "crew.section"})
+
+
+class CrewInfo(msgspec.Struct, kw_only=True):
+    """``GET /api/v1/crew``: what this gateway can do as a member of a crew.
+
+    ``crew`` is the crew protocol version; ``answers`` says whether it takes answers given on
+    a lead (W4); ``machine`` is the name it goes by."""
+
+    crew: int
+    machine: str
+    answers: bool
+
+
+class MemberAsk(msgspec.Struct, kw_only=True):
+    """A member's ``ask.raised`` or ``ask.resolved`` event, as the lead reads it to push the
+    ask, or to settle its push (P1–P3)."""
+
+    agent: str
+    ask: Ask
+    pane: str | None = None
+    from_snapshot: bool = False
+
+
+class MemberState(StrEnum):
+    """The lead's link to one member, as its section shows it."""
+
+    STARTING = "starting"
+    READY = "ready"
+    UNREACHABLE = "unreachable"
+    UNAUTHORIZED = "unauthorized"
+
+
+class Unauthorized(Exception):
+    """The member refused the token the lead sent it."""
+
+
+class _Reset(Exception):
+    """The member cannot replay what the lead missed: read its dashboard again."""
+
+
+#: Publishes one event on the lead's stream: (type, payload).
+Publish = Callable[[str, object], object]
+#: A member's agent raised an ask: (machine, agent, ask, pane title, from a snapshot).
+OnAsk = Callable[[str, str, Ask, "str | None", bool], None]
+#: A member's ask closed: (machine, agent, ask).
+OnResolved = Callable[[str, str, Ask], None]
+#: Keeps a member's last known rows (JSON) for the lead's next run: (machine, rows).
+SaveRows = Callable[[str, bytes], None]
+SAVE_DELAY: Final = 1.0  # ours: a member's rows are written at most once a second
+
+
+def member_path(machine: str) -> str:
+    """The lead's path prefix of a member's phone API (ends with ``/``)."""
+    return f"/api/v1/machines/{quote(machine, safe='')}/"
+
+
+def rewrite_urls(value: Any, prefix: str) -> Any:
+    """The member's JSON with each URL of its phone API turned into the lead's URL for it.
+    Only values under :data:`URL_KEYS` are URLs: a text that looks like a path is left alone."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in URL_KEYS and isinstance(item, str) and item.startswith(_API):
+                out[key] = prefix + item[len(_API) :]
+            else:
+                out[key] = rewrite_urls(item, prefix)
+        return out
+    if isinstance(value, list):
+        return [rewrite_urls(item, prefix) for item in value]
+    return value
+
+
+class MemberLink:
+    """Follows one member gateway for as long as the lead runs."""
+
+    def __init__(
+        self,
+        member: Member,
+        catalogue: Catalogue,
+        timing: LinkTiming,
+        publish: Publish,
+        on_ask: OnAsk,
+        save: SaveRows | None = None,
+        on_resolved: OnResolved | None = None,
+    ) -> None:
+        self.member = member
+        self._on_resolved = on_resolved
+        self._save = save
+        self._save_at: asyncio.TimerHandle | None = None
+        self.name = member.name
+        self.catalogue = catalogue
+        self.timing = timing
+        self._publish = publish
+        self._on_ask = on_ask
+        self.prefix = member_path(member.name)
+        self.state = MemberState.STARTING
+        self.info: CrewInfo | None = None  # None: no crew route (an older Collie)
+        self.info_read = False  # whether this run has read GET /api/v1/crew
+        # The member's rows as last heard (the lead's wording), and as shown now: marked
+        # unreachable while the member is not answering.
+        self._known: dict[str, AgentRow] = {}
+        self.rows: dict[str, AgentRow] = {}
+        self.last_event_id: str | None = None
+        self.section = self._build_section()
+        self.ready = asyncio.Event()
+        self._rng = random.Random()
+        self._task: asyncio.Task[None] | None = None
+        # The token goes to this member only: it is in this session's headers and nowhere
+        # else (never in a log line, never in repr).
+        headers = {"Authorization": f"Bearer {member.token}"} if member.token else {}
+        headers[LEAD_HEADER] = "1"
+        self.session = aiohttp.ClientSession(
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=timing.connect, sock_connect=timing.connect
+            ),
+        )
+
+    # --- what the lead asks -------------------------------------------------------------
+
+    @property
+    def takes_answers(self) -> bool:
+        """V2: whether this run read that the member takes answers given on a lead."""
+        info = self.info
+        return info is not None and info.crew >= CREW_VERSION and info.answers
+
+    async def forward(
+        self, method: str, path: str, body: bytes | None = None, *, seconds: float | None = None
+    ) -> tuple[int, bytes]:
+        """One request to the member's phone API (``path`` after ``/api/v1/``).
+
+        Raises:
+            AgentUnreachable: no answer in time, or the transfer failed.
+            Unauthorized: the member refused the lead's token.
+        """
+        limit = seconds if seconds is not None else self.timing.request
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        midway = False
+        try:
+            async with self.session.request(
+                method,
+                self.member.url + _API + path,
+                data=body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=limit, connect=self.timing.connect),
+                allow_redirects=False,  # the token goes to this member's URL, nowhere else
+            ) as resp:
+                midway = True
+                if resp.status == 401:
+                    raise Unauthorized
+                data = await resp.content.read(MAX_BODY + 1)
+                if len(data) > MAX_BODY:
+                    raise AgentUnreachable(f"{self.name}: an answer over {MAX_BODY} bytes")
+                return resp.status, data
+        except TimeoutError:
+            raise AgentUnreachable(
+                f"{self.name}: no answer in time", timed_out=True, midway=midway
+            ) from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise AgentUnreachable(f"{self.name}: {type(exc).__name__}", midway=midway) from None
+
+    # --- following -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start following in the background."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"crew-{self.name}")
+
+    async def close(self) -> None:
+        """Stop following and close the session."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._save_at is not None:
+            self._save_at.cancel()
+            self._save_now()
+        await self.session.close()
+
+    def restore(self, saved: bytes) -> None:
+        """The rows the last run knew, shown (not ready) until the member answers."""
+        try:
+            rows = msgspec.json.decode(saved, type=list[AgentRow])
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            log.warning("crew member %s: its saved rows are unreadable; dropped", self.name)
+            return
+        self._known = {r.agent: r for r in rows}
+        self.rows = {name: self._not_ready(row) for name, row in self._known.items()}
+        self.section = self._build_section()
+
+    def _save_soon(self) -> None:
+        if self._save is not None and self._save_at is None:
+            self._save_at = asyncio.get_running_loop().call_later(SAVE_DELAY, self._save_now)
+
+    def _save_now(self) -> None:
+        self._save_at = None
+        if self._save is not None:
+            self._save(self.name, msgspec.json.encode(list(self._known.values())))
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                await self._probe()
+                await self._follow()
+                failures = 0  # the member ended the stream cleanly: resume at once
+            except Unauthorized:
+                failures += 1
+                self._set(MemberState.UNAUTHORIZED)
+                await asyncio.sleep(self._backoff(failures))
+            except (AgentUnreachable, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                failures += 1
+                log.info("crew member %s: not answering: %s", self.name, type(exc).__name__)
+                self._set(MemberState.UNREACHABLE)
+                await asyncio.sleep(self._backoff(failures))
+            except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+                failures += 1
+                log.warning("crew member %s: not a Collie phone API: %s", self.name, exc)
+                self._set(MemberState.UNREACHABLE)
+                await asyncio.sleep(self._backoff(failures))
+
+    def _backoff(self, failures: int) -> float:
+        growth = float(2 ** min(failures - 1, 16))
+        cap = min(self.timing.backoff_cap, self.timing.backoff_first * growth)
+        return cap / 2 + self._rng.uniform(0, cap / 2)
+
+    async def _probe(self) -> None:
+        """Read what the member can do (V2): a 404 is an older Collie with no crew route."""
+        status, body = await self.forward("GET", "crew")
+        if status == 404:
+            self.info = None
+        elif status == 200:
+            try:
+                self.info = msgspec.json.decode(body, type=CrewInfo)
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                self.info = None  # a route we cannot read: answers are not sent
+        else:
+            raise AgentUnreachable(f"{self.name}: GET /api/v1/crew answered {status}")
+        self.info_read = True
+
+    async def _read_dashboard(self) -> None:
+        status, body = await self.forward("GET", "dashboard")
+        if status != 200:
+            raise AgentUnreachable(f"{self.name}: GET /api/v1/dashboard answered {status}")
+        board = msgspec.json.decode(body, type=Dashboard)
+        rows: list[AgentRow] = []
+        for section in board.sections:
+            # The member's own agents only: a member that leads a crew of its own does not
+            # pass its members on.
+            if section.kind == "durable_agents" and section.machine is None:
+                rows.extend(section.rows or [])
+        self._known = {r.agent: self._lead_row(r) for r in rows}
+        self.rows = dict(self._known)
+        self.section = self._build_section()
+        self._save_soon()
+        for row in self.rows.values():
+            self._publish("dashboard.row", row)
+            self._publish("list.reset", {"agent": row.agent, "machine": self.name})
+
+    async def _follow(self) -> None:
+        headers = {"Accept": "text/event-stream"}
+        if self.last_event_id is not None:
+            headers["Last-Event-ID"] = self.last_event_id
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=self.timing.connect,
+            sock_read=max(self.timing.stream_read, PING_GRACE),
+        )
+        async with self.session.get(
+            self.member.url + _API + "events",
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=False,
+        ) as resp:
+            if resp.status == 401:
+                raise Unauthorized
+            if resp.status != 200:
+                raise AgentUnreachable(f"{self.name}: GET /api/v1/events answered {resp.status}")
+            if self.last_event_id is None:
+                # Subscribed first, read second: nothing that changes in between is missed.
+                await self._read_dashboard()
+            self._set(MemberState.READY)
+            parser = SSEParser(max_line=MAX_EVENT)
+            async for chunk in resp.content.iter_any():
+                for sse in parser.feed(chunk):
+                    if sse.event == "stream":
+                        continue
+                    if sse.event == "reset":
+                        await self._read_dashboard()
+                    else:
+                        self._on_event(sse.event, sse.data)
+                    if sse.id:
+                        self.last_event_id = sse.id
+
+    def _on_event(self, kind: str, data: str) -> None:
+        try:
+            self._apply(kind, data)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            # One bad event is skipped; the stream and every other event go on.
+            log.warning("crew member %s: skipped an event %r: %s", self.name, kind[:64], exc)
+
+    def _apply(self, kind: str, data: str) -> None:
+        if kind in _NOT_PASSED_ON:
+            return
+        if kind == "dashboard.row":
+            member_row = msgspec.json.decode(data, type=AgentRow)
+            if member_row.machine is not None:
+                return  # a member's own member: a lead passes on its members' agents only
+            row = self._lead_row(member_row)
+            self._known[row.agent] = row
+            self.rows[row.agent] = row
+            self.section = self._build_section()
+            self._save_soon()
+            self._publish("dashboard.row", row)
+            return
+        payload = msgspec.json.decode(data)
+        if not isinstance(payload, dict) or "machine" in payload:
+            return  # not an object, or from a member's own member
+        if kind == "ask.raised":
+            raised = msgspec.json.decode(data, type=MemberAsk)
+            self._on_ask(self.name, raised.agent, raised.ask, raised.pane, raised.from_snapshot)
+        if kind == "ask.resolved" and self._on_resolved is not None:
+            closed = msgspec.json.decode(data, type=MemberAsk)
+            self._on_resolved(self.name, closed.agent, closed.ask)
+        payload = rewrite_urls(payload, self.prefix)
+        payload["machine"] = self.name
+        self._publish(kind, payload)
+
+    # --- the lead's view of the member ---------------------------------------------------
+
+    def _set(self, state: MemberState) -> None:
+        if state is MemberState.READY:
+            self.ready.set()
+        else:
+            self.ready.clear()
+        if state is self.state:
+            return
+        log.info("crew member %s: %s", self.name, state.value)
+        self.state = state
+        if state is MemberState.READY:
+            self.rows = dict(self._known)  # the stream's replay brings what changed since
+        else:
+            # Its last known rows stay, marked unreachable (no counts, nothing waiting).
+            self.rows = {name: self._not_ready(row) for name, row in self._known.items()}
+        for row in self.rows.values():
+            self._publish("dashboard.row", row)
+        self.section = self._build_section()
+        self._publish("crew.section", self.section)
+
+    def _lead_row(self, row: AgentRow) -> AgentRow:
+        """A member's row as the lead shows it: its name on line 2 (W2), its URL the lead's."""
+        cat = self.catalogue
+        runtime, reach = row.runtime, row.reach
+        if not runtime or not reach:
+            # An older member says line 2 whole: its last part is "local" or "remote".
+            runtime, _, reach = row.line2.rpartition(", ")
+        line2 = cat.fmt("row_line2_member", runtime=runtime, reach=reach, member=self.name)
+        return msgspec.structs.replace(
+            row,
+            line2=line2,
+            runtime=runtime,
+            reach=reach,
+            machine=self.name,
+            href=self.prefix + row.href[len(_API) :] if row.href.startswith(_API) else row.href,
+        )
+
+    def _not_ready(self, row: AgentRow) -> AgentRow:
+        """A last known row while the member does not answer: D6's label, no counts."""
+        starting = self.state is MemberState.STARTING
+        state = "starting" if starting else "unreachable"
+        label = self.catalogue["state_starting" if starting else "state_unreachable"]
+        return msgspec.structs.replace(
+            row, state=state, right=RightEdge(label=label), waiting=False
+        )
+
+    def _build_section(self) -> Section:
+        cat = self.catalogue
+        notes = {
+            MemberState.STARTING: "crew_starting",
+            MemberState.UNREACHABLE: "crew_unreachable",
+            MemberState.UNAUTHORIZED: "crew_unauthorized",
+        }
+        key = notes.get(self.state)
+        return Section(
+            kind="durable_agents",
+            title=cat.fmt("section_durable_agents_member", machine=self.name),
+            rows=list(self.rows.values()),
+            machine=self.name,
+            state=self.state.value,
+            note=cat.fmt(key, machine=self.name) if key else None,
+        )
+
+
+class Crew:
+    """The lead's links to its members, in ``crew`` order."""
+
+    def __init__(
+        self,
+        members: list[Member],
+        catalogue: Catalogue,
+        timing: LinkTiming,
+        publish: Publish,
+        on_ask: OnAsk,
+        save: SaveRows | None = None,
+        on_resolved: OnResolved | None = None,
+    ) -> None:
+        self.links: dict[str, MemberLink] = {
+            m.name: MemberLink(m, catalogue, timing, publish, on_ask, save, on_resolved)
+            for m in members
+        }
+
+    def restore(self, saved: dict[str, bytes]) -> None:
+        """Each member's rows as the last run knew them (by machine name)."""
+        for name, rows in saved.items():
+            link = self.links.get(name)
+            if link is not None:
+                link.restore(rows)
+
+    def start(self) -> None:
+        """Start following every member."""
+        for link in self.links.values():
+            link.start()
+
+    async def close(self) -> None:
+        """Stop following every member."""
+        for link in self.links.values():
+            await link.close()
+
+    def sections(self) -> list[Section]:
+        """Each member's section as the lead shows it now (W1), in crew order."""
+        return [link.section for link in self.links.values()]

@@ -1,0 +1,124 @@
+"""Bridges the gateway starts and keeps running: any command line that serves a wire-v1 agent
+on a Unix socket (``bridges.acp`` today). Each is restarted with backoff when it exits; every
+line it prints goes to the gateway's log, under ``collie_gateway.bridge.<name>``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeCommand:
+    """A bridge to run: ``argv`` serves the agent on ``socket``; ``env`` is added to the
+    gateway's environment."""
+
+    name: str
+    argv: tuple[str, ...]
+    socket: Path
+    cwd: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Restart delays (seconds): ``first``, doubling up to ``cap``; a run longer than
+    ``stable`` starts again from ``first``."""
+
+    first: float = 0.5
+    cap: float = 30.0
+    stable: float = 10.0
+    grace: float = 5.0  # SIGTERM, then this long, then SIGKILL
+
+
+class Supervised:
+    """One bridge: started, watched, restarted, stopped."""
+
+    def __init__(self, command: BridgeCommand, backoff: Backoff) -> None:
+        self.command = command
+        self.backoff = backoff
+        self.log = logging.getLogger(f"collie_gateway.bridge.{command.name}")
+        self.starts = 0
+        self.process: asyncio.subprocess.Process | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    def start(self) -> None:
+        """Start watching (the first run starts at once)."""
+        self._task = asyncio.create_task(self._run(), name=f"bridge-{self.command.name}")
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        delay = self.backoff.first
+        cmd = self.command
+        while not self._stop.is_set():
+            started = loop.time()
+            try:
+                self.process = await asyncio.create_subprocess_exec(
+                    *cmd.argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                    cwd=cmd.cwd,
+                    env={**os.environ, **cmd.env},
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                self.log.error("bridge %s cannot start: %s", cmd.name, exc)
+                code: int | None = None
+            else:
+                self.starts += 1
+                assert self.process.stdout is not None
+                while line := await self.process.stdout.readline():
+                    text = line.decode("utf-8", "replace").rstrip()
+                    self.log.warning("%s: %s", cmd.name, text)
+                code = await self.process.wait()
+            if self._stop.is_set():
+                return
+            if loop.time() - started > self.backoff.stable:
+                delay = self.backoff.first
+            self.log.warning("bridge %s exited (%s); restarting in %.1f s", cmd.name, code, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.backoff.cap)
+
+    async def close(self) -> None:
+        """Stop the bridge (SIGTERM, then SIGKILL after the grace period) and its watcher."""
+        self._stop.set()
+        proc = self.process
+        if proc is not None and proc.returncode is None:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)
+                try:
+                    await asyncio.wait_for(proc.wait(), self.backoff.grace)
+                    break
+                except TimeoutError:
+                    continue
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+class Supervisor:
+    """Every bridge of the gateway."""
+
+    def __init__(self, commands: Sequence[BridgeCommand], backoff: Backoff | None = None) -> None:
+        self.children = {c.name: Supervised(c, backoff or Backoff()) for c in commands}
+
+    def start(self) -> None:
+        """Start every bridge."""
+        for child in self.children.values():
+            child.start()
+
+    async def close(self) -> None:
+        """Stop every bridge."""
+        await asyncio.gather(*(child.close() for child in self.children.values()))
