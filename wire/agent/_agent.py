@@ -355,7 +355,7 @@ class Agent:
 
     async def _load(self) -> None:
         store = self._store
-        async with store.lock:
+        async with store.locked():
             rows = await store.fetch(
                 "SELECT data FROM conversations WHERE state <> 'closed' ORDER BY updated_us"
             )
@@ -416,7 +416,7 @@ class Agent:
     async def conversation(self, id: str) -> ConversationHandle | None:
         """The conversation ``id``, open or closed; ``None`` when there is none."""
         await self.start()
-        async with self._store.lock:
+        async with self._store.locked():
             return await self._find(id)
 
     async def open_conversation(
@@ -485,13 +485,13 @@ class Agent:
 
     # --- transactions and memory ---------------------------------------------------------
 
-    async def _transact(self, build: Callable[[Tx], Awaitable[S]]) -> S:
+    async def _transact(self, build: Callable[[Tx], Awaitable[S]], *, defer: bool = False) -> S:
         async def inner(tx: Tx) -> S:
             result = await build(tx)
             self._finish(tx)
             return result
 
-        return await self._store.transact(inner)
+        return await self._store.transact(inner, defer=defer)
 
     async def _find(self, conversation_id: str) -> ConversationHandle | None:
         """The handle of a conversation; the caller holds the store's lock."""
@@ -572,7 +572,8 @@ class Agent:
         tx.on_undo(undo)
         tx.execute(
             "UPDATE items SET data = ? WHERE conversation = ? AND seq = ?",
-            (encode(item), conv.id, seq),
+            lambda: (encode(item), conv.id, seq),
+            key=("item", conv.id, seq),
         )
         if delta is not None:
             tx.emit(ItemDelta(conversation_id=conv.id, item_id=item.id, text=delta))
@@ -1086,7 +1087,7 @@ class Agent:
 
     async def read_open(self) -> tuple[ConversationPage, int]:
         """Every open conversation, newest first, and the id of the newest event reflected."""
-        async with self._store.lock:
+        async with self._store.locked():
             convs = sorted(
                 (c.snapshot() for c in self._open.values()),
                 key=lambda c: (aware(c.updated_at), c.id),
@@ -1106,7 +1107,7 @@ class Agent:
             sql += " AND (updated_us, id) < (?, ?)"
             params = cursor
         sql += " ORDER BY updated_us DESC, id DESC LIMIT ?"
-        async with self._store.lock:
+        async with self._store.locked():
             rows = await self._store.fetch(sql, (*params, limit + 1))
             last = self._store.last_event_id
         page = [decode(bytes(r[2]), Conversation) for r in rows[:limit]]
@@ -1115,7 +1116,7 @@ class Agent:
 
     async def read_conversation(self, conversation_id: str) -> tuple[Conversation | None, int]:
         """One conversation with its items."""
-        async with self._store.lock:
+        async with self._store.locked():
             last = self._store.last_event_id
             conv = self._open.get(conversation_id)
             if conv is not None:

@@ -378,6 +378,10 @@ class ItemHandle:
     async def delta(self, text: str) -> None:
         """Append ``text`` to an item still being written (``item.delta``).
 
+        Returns once the delta is applied; it is committed with the deltas written in the
+        next few milliseconds, in one transaction, and sent to readers only then. Any other
+        write (``finish`` too) commits it first.
+
         Raises:
             LocalWireError: the item is final, its conversation closed, or its text too long.
         """
@@ -391,10 +395,10 @@ class ItemHandle:
             new = replace(item, text=item.text + text)
             if len(new.text) > MAX_TEXT:  # the limits a delta can break: length, and UTF-8
                 raise LocalWireError(f"item {item.id} is over {MAX_TEXT} characters")
-            checked(text)
+            # (a lone surrogate fails the event's encoding, which undoes the change)
             conv.agent._put_item(tx, conv, self._seq, new, text)
 
-        await conv.agent._transact(build)
+        await conv.agent._transact(build, defer=True)
 
     async def update(
         self,
