@@ -104,8 +104,12 @@ class Host:
         before = store.last_event_id
         started = time.perf_counter()
         item = await conv.append(kind="reply", final=False)
+        agent = self.agents[name]
+        paced = bool(command.get("paced"))
         for index in range(int(command["deltas"])):
             await item.delta(f"w{index:04d} ")
+            if paced:  # one commit, so one chunk on each stream, per delta
+                await agent._store.transact(_nothing)
         await item.finish()
         return {
             "item": item.id,
@@ -113,6 +117,56 @@ class Host:
             "last": store.last_event_id,
             "seconds": time.perf_counter() - started,
         }
+
+    async def _chat(self, name: str) -> ConversationHandle:
+        conv = self.chats.get(name)
+        if conv is None:
+            conv = await self.agents[name].open_conversation(CHAT_ID, title="Bench chat")
+            self.chats[name] = conv
+        return conv
+
+    async def stream_loop(self, command: Json) -> Json:
+        """Each named agent streams replies at ``rate`` deltas/s for ``seconds`` (in the
+        background); each delta's text is ``t<time.time()> `` (scale_bench's delay)."""
+        rate = float(command["rate"])
+        seconds = float(command["seconds"])
+        per_item = int(command.get("per_item", 100))
+
+        async def one(name: str) -> None:
+            conv = await self._chat(name)
+            loop = asyncio.get_running_loop()
+            end = loop.time() + seconds
+            tick = loop.time()
+            while loop.time() < end:
+                item = await conv.append(kind="reply", final=False)
+                for _ in range(per_item):
+                    await item.delta(f"t{time.time():.6f} ")
+                    tick += 1.0 / rate
+                    await asyncio.sleep(max(0.0, tick - loop.time()))
+                    if loop.time() >= end:
+                        break
+                await item.finish()
+
+        for name in command["agents"]:
+            self.agents[name].spawn(one(name))
+        return {"streaming": len(command["agents"])}
+
+    async def ask_once(self, command: Json) -> Json:
+        """Raise a choice ask on the agent's chat; the agent decides it ``after`` s later."""
+        name = command["agent"]
+        conv = await self._chat(name)
+        handle = await conv.ask(
+            kind="choice",
+            title="Which branch should I merge?",
+            options=[Option(id="main", label="main"), Option(id="next", label="next")],
+        )
+
+        async def decide() -> None:
+            await asyncio.sleep(float(command.get("after", 0.5)))
+            await handle.decide()
+
+        self.agents[name].spawn(decide())
+        return {"ask": handle.id}
 
     async def pause(self, command: Json) -> Json:
         runner = self.runners[command["agent"]][0]
@@ -132,6 +186,10 @@ class Host:
         await asyncio.gather(*(a.close() for a in self.agents.values()), return_exceptions=True)
 
 
+async def _nothing(tx: object) -> None:
+    return None
+
+
 async def main(spec: Any) -> None:
     host = Host(spec["agents"])
     started = time.perf_counter()
@@ -146,6 +204,8 @@ async def main(spec: Any) -> None:
                 "pause": host.pause,
                 "resume": host.resume,
                 "last_event": host.last_event,
+                "stream_loop": host.stream_loop,
+                "ask_once": host.ask_once,
             },
             float(spec.get("max_seconds", HELPER_MAX_SECONDS)),
         )

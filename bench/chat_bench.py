@@ -22,6 +22,7 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -43,7 +44,12 @@ from _common import (
     write_sources,
 )
 
+from wire.agent import Agent
+
 RATE_TARGET = 0.5  # issue 4: the gateway keeps at least half the direct rate
+RELAY_TARGET_US = 50  # issue 16: gateway CPU per live delta, one phone following
+RELAY10_TARGET_US = 80  # issue 16: ten phones
+WRITE_TARGET = 20_000  # issue 16: deltas/s one SDK agent writes (group commit)
 LIST_TARGET_MS = 20.0  # issue 4
 CHAT = "chat"
 CONV = "c-bench"
@@ -105,7 +111,9 @@ async def wait_done(arrivals: Arrivals, within: float) -> None:
         pass
 
 
-async def deltas_part(agents: Child, probe: Probe, port: int, direct_socket: str, n: int) -> Json:
+async def deltas_part(
+    agents: Child, probe: Probe, port: int, direct_socket: str, n: int, paced: int
+) -> Json:
     out: Json = {}
     base = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession(base) as http:
@@ -139,6 +147,30 @@ async def deltas_part(agents: Child, probe: Probe, port: int, direct_socket: str
         await wait_done(box[0], 60.0)
         await probe.end("backlog")
         out["backlog"] = {"made": made, "direct": direct, "phone": box[0]}
+        # --- paced: each delta committed (and sent) alone, as a model's tokens come ----------
+        await probe.begin("idle")  # what the gateway spends doing nothing, for comparison
+        idle = Timer()
+        await asyncio.sleep(2.0)
+        await probe.end("idle")
+        out["idle_s"] = idle.elapsed
+        for phones in (1, 10):
+            boxes = [box] + [[Arrivals(paced)] for _ in range(phones - 1)]
+            box[0] = Arrivals(paced)
+            more = [asyncio.create_task(phone_reader(http, "/api/v1/events", b)) for b in boxes[1:]]
+            await asyncio.sleep(0.3)
+            mode = f"paced{phones}"
+            await probe.begin(mode)
+            took = Timer()
+            made = await agents.call(
+                {"cmd": "stream", "agent": CHAT, "deltas": paced, "paced": True}, within=120.0
+            )
+            for b in boxes:
+                await wait_done(b[0], 30.0)
+            await probe.end(mode)
+            out[mode] = {"made": made, "phones": [b[0] for b in boxes], "s": took.elapsed}
+            for task in more:
+                task.cancel()
+            await asyncio.gather(*more, return_exceptions=True)
         phone.cancel()
         await asyncio.gather(phone, reader, return_exceptions=True)
     return out
@@ -188,8 +220,32 @@ async def list_part(port: int, where: Json, rounds: int, budget_s: float) -> Jso
     return {"times": times, "shapes": shapes}
 
 
+async def write_part(tmp: Path, n: int) -> Json:
+    """One SDK agent in this process writes ``n`` deltas (group commit), and ``n // 10`` with a
+    commit after each (the baseline: one transaction per delta, as the SDK did before)."""
+    out: Json = {}
+    async with Agent(state_path=tmp / "writer.db") as agent:
+        conv = await agent.open_conversation("c-write")
+
+        async def nothing(tx: object) -> None:
+            return None
+
+        for mode, count in (("group", n), ("each", n // 10)):
+            item = await conv.append(kind="reply", final=False)
+            wall, cpu = time.perf_counter(), time.process_time()
+            for i in range(count):
+                await item.delta(f"w{i} ")
+                if mode == "each":
+                    await agent._store.transact(nothing)  # commits the delta queued
+            await item.finish()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            out[mode] = {"n": count, "rate": count / wall, "cpu_us": cpu / count * 1e6}
+    return out
+
+
 async def run(args: argparse.Namespace) -> Json:
     with short_dir() as tmp:
+        writes = await write_part(tmp, args.deltas)
         spec = [
             {
                 "name": CHAT,
@@ -224,7 +280,9 @@ async def run(args: argparse.Namespace) -> Json:
             gateway, ready = await start_gateway(sources, tmp / "gateway.db", *extra)
             direct_socket = where[CHAT]["extra"][0]
             probe = Probe(gateway, args.profile, args.py_spy)
-            deltas = await deltas_part(agents, probe, ready["port"], direct_socket, args.deltas)
+            deltas = await deltas_part(
+                agents, probe, ready["port"], direct_socket, args.deltas, args.paced
+            )
             await probe.begin("list")
             lists = await list_part(ready["port"], where, args.rounds, budget_s=40.0)
             await probe.end("list")
@@ -232,7 +290,13 @@ async def run(args: argparse.Namespace) -> Json:
             if gateway is not None:
                 await gateway.close()
             await agents.close()
-    return {"deltas": deltas, "lists": lists, "seeded_s": seeded_s, "probe": probe}
+    return {
+        "deltas": deltas,
+        "lists": lists,
+        "writes": writes,
+        "seeded_s": seeded_s,
+        "probe": probe,
+    }
 
 
 def report(r: Json, args: argparse.Namespace) -> None:
@@ -273,6 +337,31 @@ def report(r: Json, args: argparse.Namespace) -> None:
             + ("" if complete else " (the phone did not get every delta)"),
         )
 
+    heading(f"(a2) {args.paced:,} deltas committed one by one: the gateway's CPU per live delta")
+    per_phone = {}
+    for phones in (1, 10):
+        m = r["deltas"][f"paced{phones}"]
+        got = [len(a.times) for a in m["phones"]]
+        cpu = r["probe"].cpu[f"paced{phones}"]
+        per_phone[phones] = cpu / args.paced * 1e6
+        complete = all(g == args.paced for g in got) and all(a.resets == 0 for a in m["phones"])
+        wrote = args.paced / m["made"]["seconds"]
+        row(
+            f"  {phones} phone{'s' if phones > 1 else ''} following",
+            f"{per_phone[phones]:.0f} µs per delta (agent wrote {wrote:,.0f}/s)"
+            + ("" if complete else f" INCOMPLETE: {got}"),
+        )
+    backlog = r["probe"].cpu["backlog"] / n * 1e6
+    row("  baseline: the same deltas as a backlog", f"{backlog:.0f} µs per delta")
+    idle = r["probe"].cpu["idle"] / r["deltas"]["idle_s"]
+    spent = r["deltas"]["paced1"]["s"] * idle / args.paced * 1e6
+    row(
+        "  the gateway idle (not taken off)",
+        f"{idle * 1e3:.1f} ms CPU a second = {spent:.0f} µs per paced delta at this rate",
+    )
+    for phones, target in ((1, RELAY_TARGET_US), (10, RELAY10_TARGET_US)):
+        row(f"  target <= {target} µs ({phones})", verdict(per_phone[phones] <= target))
+
     heading("(b) one list page: GET /api/v1/agents/{agent}/conversations (a visit)")
     lists = r["lists"]
     times = lists["times"]
@@ -298,6 +387,16 @@ def report(r: Json, args: argparse.Namespace) -> None:
         f"{verdict(worst < LIST_TARGET_MS)} (worst p99 {worst:.2f} ms); "
         f"{'flat' if growth < 1.5 else 'GROWS'} with the total",
     )
+    heading("(c) deltas/s one SDK agent writes (in this process; wall and CPU per delta)")
+    w = r["writes"]
+    for mode, text in (
+        ("group", "group commit (this SDK)"),
+        ("each", "baseline: a commit per delta"),
+    ):
+        m = w[mode]
+        row(f"  {text}", f"{m['rate']:,.0f}/s ({m['n']:,}), {m['cpu_us']:.0f} µs CPU per delta")
+    row("  ratio group / each", ratio(w["group"]["rate"], w["each"]["rate"]))
+    row(f"  target >= {WRITE_TARGET:,}/s", verdict(w["group"]["rate"] >= WRITE_TARGET))
     row("setup: seeding + starting the agents", f"{r['seeded_s']:.1f} s")
     r["probe"].print()
 
@@ -306,6 +405,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--deltas", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=300, help="list visits per agent")
+    p.add_argument("--paced", type=int, default=2000, help="deltas committed one by one")
     bench_main(p, run, report)
 
 

@@ -317,6 +317,7 @@ def _demo(args: argparse.Namespace) -> int:
         base = f"http://{settings.host}:{settings.port}"
         where = [
             f"collie-gateway demo: agents and files in {state}",
+            f"  the page:   {base}/  (the web companion, in any browser)",
             f"  dashboard:  curl {base}/api/v1/dashboard",
             f"  live:       curl -N {base}/api/v1/events",
             f"  an agent:   curl --unix-socket {state / 'desk.sock'} http://agent/hello",

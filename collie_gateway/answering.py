@@ -177,15 +177,13 @@ class Answering:
 
     async def lookup(self, request_id: str) -> Record | None:
         """The ledger's record of a request id."""
-        return await _record(self.store.db, request_id)
+        return await self.store.query(lambda conn: _record_sync(conn, request_id))
 
     async def pending(self, agent: str) -> list[Record]:
         """Taps of ``agent`` sent but not settled, oldest first."""
-        async with self.store.db.execute(
-            f"SELECT {_COLUMNS} FROM answers WHERE agent = ? AND settled = 0 ORDER BY created_at",
-            (agent,),
-        ) as cur:
-            return [_row(r) for r in await cur.fetchall()]
+        sql = f"SELECT {_COLUMNS} FROM answers WHERE agent = ? AND settled = 0 ORDER BY created_at"
+        rows = await self.store.query(lambda conn: conn.execute(sql, (agent,)).fetchall())
+        return [_row(r) for r in rows]
 
     async def resend_pending(
         self, agent: str, send: Sender, ask_id: str | None = None
@@ -202,10 +200,9 @@ class Answering:
 
     async def tapped(self, agent: str, ask_id: str) -> bool:
         """Whether any tap was recorded for this ask (receipts R3/R4 need it)."""
-        async with self.store.db.execute(
-            "SELECT 1 FROM answers WHERE agent = ? AND ask_id = ? LIMIT 1", (agent, ask_id)
-        ) as cur:
-            return await cur.fetchone() is not None
+        sql = "SELECT 1 FROM answers WHERE agent = ? AND ask_id = ? LIMIT 1"
+        found = await self.store.query(lambda conn: conn.execute(sql, (agent, ask_id)).fetchone())
+        return found is not None
 
 
 _COLUMNS = "request_id, agent, ask_id, version, answer, attempts, settled, outcome, reason"
@@ -275,11 +272,3 @@ def _insert_args(rec: Record, now: str) -> tuple[object, ...]:
 def _update_args(rec: Record, now: str) -> tuple[object, ...]:
     outcome = rec.outcome.value if rec.outcome else None
     return (rec.attempts, int(rec.settled), outcome, rec.reason, now, rec.tap.request_id)
-
-
-async def _record(db: aiosqlite.Connection, request_id: str) -> Record | None:
-    async with db.execute(
-        f"SELECT {_COLUMNS} FROM answers WHERE request_id = ?", (request_id,)
-    ) as cur:
-        row = await cur.fetchone()
-    return _row(row) if row else None

@@ -55,6 +55,16 @@ class Health(msgspec.Struct, kw_only=True, omit_defaults=True):
     crew_ready: int | None = None
 
 
+class Strings(msgspec.Struct, kw_only=True):
+    """The phone's words: the catalogue with ``--strings`` applied.
+
+    Attributes:
+        strings: Every string a client draws, by its catalogue key (e.g. `t_decided`).
+    """
+
+    strings: dict[str, str]
+
+
 class OpenApi(msgspec.Struct, kw_only=True):
     """The OpenAPI 3.1 document itself (this one).
 

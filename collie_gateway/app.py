@@ -11,6 +11,7 @@ from aiohttp.typedefs import Middleware
 from collie_gateway.errors import ConfigError
 from collie_gateway.gateway import Gateway
 from collie_gateway.settings import Settings
+from collie_gateway.webpage import add_web_routes, is_web_path
 
 GATEWAY = web.AppKey("gateway", Gateway)
 SETTINGS = web.AppKey("settings", Settings)
@@ -42,7 +43,7 @@ def _auth_middleware(token: str) -> Middleware:
 
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in _OPEN_PATHS:
+        if request.path in _OPEN_PATHS or is_web_path(request.path):
             return await handler(request)
         header = request.headers.get("Authorization", "")
         scheme, _, given = header.partition(" ")
@@ -121,4 +122,5 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
     app.cleanup_ctx.append(lifespan)
     app.on_shutdown.append(_stopping)
     routes.add_routes(app)
+    add_web_routes(app, settings.catalogue)
     return app

@@ -120,6 +120,7 @@ class Chats:
         self._loading: dict[tuple[str, str], list[list[tuple[str | None, AgentEvent | Note]]]] = {}
         self._epochs: dict[str, int] = {}  # snapshots of each agent's list so far
         self.unsaved: dict[tuple[str, str], list[Note]] = {}  # notes not yet in SQLite
+        self._to_publish: dict[tuple[str, str], None] = {}  # conversations to publish, in order
         # Items still being written, by chat: their text as shown, cleaned delta by delta.
         # A loaded chat's ``texts`` holds the same objects, so each delta is cleaned once.
         self.writing: dict[tuple[str, str], dict[str, ShownText]] = {}
@@ -433,7 +434,7 @@ class Chats:
             elif change.closed:
                 state.conv = msgspec.structs.replace(state.conv, state="closed", asks=[])
         if not isinstance(event, ItemDelta | ItemAppended | ItemUpdated):
-            self._publish_conversation(agent, cid)
+            self._publish_soon(agent, cid)
 
     def _item(self, key: tuple[str, str], state: ChatState | None, item: Item) -> None:
         """An item appended or replaced: cleaned and rendered once, for the chat and for the
@@ -530,6 +531,24 @@ class Chats:
         mine = match_echo(lines, item, now)
         if mine is not None:
             lines.remove(mine)
+
+    def _publish_soon(self, agent: str, conv_id: str) -> None:
+        """Publish the conversation's row and chat once the events read with this one are
+        applied: an agent's transaction (an ask raised and its conversation now waiting)
+        costs one build and reaches the phone as one state, not two."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a direct call): at once
+            self._publish_conversation(agent, conv_id)
+            return
+        if not self._to_publish:
+            loop.call_soon(self._publish_pending)
+        self._to_publish[agent, conv_id] = None
+
+    def _publish_pending(self) -> None:
+        pending, self._to_publish = self._to_publish, {}
+        for agent, conv_id in pending:
+            self._publish_conversation(agent, conv_id)
 
     def _publish_conversation(self, agent: str, conv_id: str) -> None:
         mirror = self.gw.mirrors[agent]

@@ -28,7 +28,7 @@ from collie_gateway.store import Store
 from collie_gateway.supervisor import Supervisor
 from collie_gateway.views.cards import CardState, build_card
 from collie_gateway.views.chat import Note
-from collie_gateway.views.dashboard import Dashboard, agent_row, build_dashboard
+from collie_gateway.views.dashboard import Dashboard, EncodedRow, agent_row, build_dashboard
 from collie_gateway.views.text import TITLE_LIMIT, clean
 from wire.answers import misfit
 from wire.messages import (
@@ -79,7 +79,7 @@ class Gateway:
         # The same titles are masked on every visit: remember them (bench/chat_bench.py).
         self._mask = functools.lru_cache(maxsize=65_536)(self.redactor.mask)
         self.card_states: dict[tuple[str, str], dict[str, CardState]] = {}
-        self._rows: dict[str, bytes] = {}
+        self._rows: dict[str, EncodedRow] = {}  # each agent's row, as last encoded
         self._tasks: set[asyncio.Task[object]] = set()
         self.hooks: list[Callable[[AgentMirror, AgentEvent, Change], None]] = []
         self.pushing: Pushing = Pushing(self, PushTargets())
@@ -168,9 +168,10 @@ class Gateway:
 
     def event_received(self, mirror: AgentMirror, event: AgentEvent, change: Change) -> None:
         """An agent event was applied to the mirror."""
-        # Item events change no stored row: only the agent's last event id moves.
-        is_item = isinstance(event, ItemDelta | ItemAppended | ItemUpdated)
-        self.store.mark(mirror.name, None if is_item else change.conversation_id)
+        # Item events change no stored row: they do not wake the store. (The stored last
+        # event id then lags behind them; a link takes a snapshot when it starts anyway.)
+        if not isinstance(event, ItemDelta | ItemAppended | ItemUpdated):
+            self.store.mark(mirror.name, change.conversation_id)
         if change.counts_changed:
             self._publish_row(mirror)
         now = self.settings.clock()
@@ -198,19 +199,31 @@ class Gateway:
 
     def _publish_row(self, mirror: AgentMirror) -> None:
         """Tell the phones of a row that changed, and only then."""
-        row = agent_row(self.sources[mirror.name], mirror, self.settings.catalogue)
-        encoded = _encoder.encode(row)
-        if self._rows.get(mirror.name) != encoded:
+        encoded = self._encode_row(mirror.name)
+        kept = self._rows.get(mirror.name)
+        if kept is None or kept.raw != encoded.raw:
             self._rows[mirror.name] = encoded
-            self.bus.publish("dashboard.row", row)
+            self.bus.publish("dashboard.row", encoded.raw)
+
+    def _encode_row(self, name: str) -> EncodedRow:
+        row = agent_row(self.sources[name], self.mirrors[name], self.settings.catalogue)
+        return EncodedRow(msgspec.Raw(_encoder.encode(row)), row.waiting)
+
+    def _row(self, name: str) -> EncodedRow:
+        """The agent's row as last encoded (every change of it is published, and kept)."""
+        kept = self._rows.get(name)
+        if kept is None:
+            kept = self._rows[name] = self._encode_row(name)
+        return kept
 
     # --- reads ----------------------------------------------------------------------------
 
     def dashboard(self, *, pending_only: bool = False) -> Dashboard:
-        """The dashboard as the phone draws it now: this machine's section, then each crew
-        member's (W1)."""
+        """The dashboard as the phone draws it now: this machine's section, from the rows
+        encoded for the live stream (for encoding only: its rows are ``msgspec.Raw``), then
+        each crew member's (W1)."""
+        rows = [self._row(s.name) for s in self.settings.sources]
         cat = self.settings.catalogue
-        rows = (agent_row(s, self.mirrors[s.name], cat) for s in self.settings.sources)
         return build_dashboard(
             rows,
             self.settings.spaces,

@@ -303,12 +303,38 @@ class AgentLink:
 
     async def _follow(self) -> None:
         parser = SSEParser(max_line=MAX_EVENT + 64)
+        loop = asyncio.get_running_loop()
+        frame = self.timing.busy_read
         async with self.client.stream(self.mirror.last_event_id) as resp:
+            # The transport itself (asyncio's), not aiohttp's protocol, whose flow control
+            # asserts on a response that just ended; nothing else reads while we wait.
+            transport = resp.connection.transport if resp.connection is not None else None
+            last = 0.0
             try:
                 async for chunk in resp.content.iter_any():
                     decoded = [(sse.id, self._decode(sse.data)) for sse in parser.feed(chunk)]
                     for event_id, event in coalesce(decoded):
                         self._dispatch(event_id, event)
+                    now = loop.time()
+                    streaming = any(isinstance(e, ItemDelta) for _, e in decoded)
+                    if (
+                        streaming
+                        and now - last < frame / 4  # several deltas a frame, not one
+                        and len(chunk) < BUSY_CHUNK
+                        and transport is not None
+                    ):
+                        # A busy stream of small writes of deltas (a reply streamed token by
+                        # token): let a frame's worth gather in the socket, read it in one go
+                        # and relay it as one phone event (coalesce), not one wake-up each.
+                        # (A backlog comes in big chunks, read at once; other events are not
+                        # held back.)
+                        transport.pause_reading()
+                        try:
+                            await asyncio.sleep(frame)
+                        finally:
+                            transport.resume_reading()
+                        now = loop.time()
+                    last = now
             except TimeoutError:
                 raise AgentUnreachable("the event stream went silent", timed_out=True) from None
             except (aiohttp.ClientError, OSError) as exc:
@@ -330,6 +356,9 @@ class AgentLink:
         if event is not None:
             change = apply_event(self.mirror, event)
             self.listener.event_received(self.mirror, event, change)
+
+
+BUSY_CHUNK = 8192  # ours: a smaller read, soon after another, is of a busy stream
 
 
 def coalesce(

@@ -24,29 +24,59 @@ class PhoneEvent:
     type: str
     data: bytes
 
+    @property
+    def frame(self) -> bytes:
+        """The event as the stream carries it (``id:``, ``event:``, ``data:``)."""
+        return b"id: %s\nevent: %s\ndata: %s\n\n" % (
+            self.id.encode(),
+            self.type.encode(),
+            self.data,
+        )
+
+
 
 class Subscription:
-    """One phone's stream: a bounded queue; a phone that falls too far behind is reset."""
+    """One phone's stream: the encoded frames not yet written, bounded; a phone that falls too
+    far behind is reset. :attr:`ready` is set while frames wait or once the stream is ended."""
 
     def __init__(self, bus: PhoneBus, limit: int) -> None:
         self._bus = bus
-        # ``None`` in the queue: the stream is to end (the gateway stops).
-        self.queue: asyncio.Queue[PhoneEvent | None] = asyncio.Queue()
+        self._frames: deque[bytes] = deque()
         self._limit = limit
         self.overflowed = False
+        self.ready = asyncio.Event()
         self.ended = False
 
     def end(self) -> None:
-        """End the stream: events queued before still go out, then ``None`` wakes its reader."""
+        """End the stream: frames waiting still go out, then its reader stops."""
         if not self.ended:
             self.ended = True
-            self.queue.put_nowait(None)
+            self.ready.set()
 
-    def push(self, event: PhoneEvent) -> None:
-        if self.queue.qsize() >= self._limit:
+    def push(self, frame: bytes) -> None:
+        if len(self._frames) >= self._limit:
             self.overflowed = True
             return
-        self.queue.put_nowait(event)
+        self._frames.append(frame)
+        if not self.ready.is_set():
+            self.ready.set()
+
+    @property
+    def pending(self) -> int:
+        """Frames waiting to be written."""
+        return len(self._frames)
+
+    def take(self, most: int) -> list[bytes]:
+        """Up to ``most`` waiting frames, oldest first."""
+        frames = self._frames
+        if len(frames) <= most:
+            taken = list(frames)
+            frames.clear()
+        else:
+            taken = [frames.popleft() for _ in range(most)]
+        if not frames and not self.ended:
+            self.ready.clear()
+        return taken
 
     def close(self) -> None:
         self._bus._subs.discard(self)
@@ -69,6 +99,11 @@ class PhoneBus:
         for sub in list(self._subs):
             sub.end()
 
+    def reopen(self) -> None:
+        """Take streams again: the HTTP server was stopped and started while this gateway ran
+        on (the same boot, so phones resume with ``Last-Event-ID``)."""
+        self.closed = False
+
     @property
     def last_id(self) -> str:
         """The id of the newest event (``<boot>-0`` before any)."""
@@ -79,8 +114,10 @@ class PhoneBus:
         self._seq += 1
         event = PhoneEvent(f"{self.boot}-{self._seq}", type_, _encoder.encode(payload))
         self._ring.append(event)
-        for sub in self._subs:
-            sub.push(event)
+        if self._subs:
+            frame = event.frame  # encoded once for every phone
+            for sub in self._subs:
+                sub.push(frame)
         return event
 
     def subscribe(self, last_event_id: str | None) -> tuple[Subscription, list[PhoneEvent] | None]:

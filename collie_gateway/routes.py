@@ -34,6 +34,7 @@ from collie_gateway.api import (
     PushLog,
     PushRow,
     Removed,
+    Strings,
 )
 from collie_gateway.app import GATEWAY, SETTINGS, json_error
 from collie_gateway.crew import CrewInfo
@@ -116,6 +117,11 @@ async def healthz(request: web.Request) -> web.Response:
     return encoded(health)
 
 
+async def strings(request: web.Request) -> web.Response:
+    """The catalogue with ``--strings`` applied: every word a client draws."""
+    return encoded(Strings(strings=request.app[SETTINGS].catalogue.texts()))
+
+
 async def dashboard(request: web.Request) -> web.Response:
     """D1–D10: the dashboard's sections."""
     pending_only = flag(request, "pending_only")
@@ -180,33 +186,30 @@ async def events(request: web.Request) -> web.StreamResponse:
         hello = _encoder.encode({"stream_id": stream_id, "screen": screen})
         await resp.write(b"event: stream\ndata: %s\n\n" % hello)
         if replay is None:
-            await resp.write(_frame(PhoneEvent(gw.bus.last_id, "reset", b"{}")))
-        else:
-            for event in replay:
-                await resp.write(_frame(event))
+            await resp.write(PhoneEvent(gw.bus.last_id, "reset", b"{}").frame)
+        elif replay:
+            await resp.write(b"".join(event.frame for event in replay))
+        frame_s = gw.settings.stream_frame
         while True:
             if sub.overflowed:
-                await resp.write(_frame(PhoneEvent(gw.bus.last_id, "reset", b"{}")))
+                await resp.write(PhoneEvent(gw.bus.last_id, "reset", b"{}").frame)
                 break
-            if sub.queue.empty():
+            if not sub.pending:
                 try:
                     async with asyncio.timeout(PING_SECONDS):
-                        first = await sub.queue.get()
+                        await sub.ready.wait()
                 except TimeoutError:
                     await resp.write(b": ping\n\n")
                     continue
-            else:
-                first = sub.queue.get_nowait()
-            # Everything already queued goes out in one write (a streamed reply's deltas).
-            frames = [] if first is None else [_frame(first)]
-            while len(frames) < WRITE_BATCH and not sub.queue.empty():
-                queued = sub.queue.get_nowait()
-                if queued is not None:
-                    frames.append(_frame(queued))
+            frames = sub.take(WRITE_BATCH)
             if frames:
                 await resp.write(b"".join(frames))
-            if sub.ended and sub.queue.empty():
+            if sub.ended and not sub.pending:
                 break  # the gateway stops: the phone reconnects to the next run
+            if frames and not sub.ended:
+                # At most one write a frame: what arrives meanwhile (a streamed reply's
+                # deltas) goes out with the next — one send and one wake-up for many events.
+                await asyncio.sleep(frame_s)
     except ConnectionResetError:
         return resp
     finally:
@@ -216,13 +219,6 @@ async def events(request: web.Request) -> web.StreamResponse:
         await resp.write_eof()
     return resp
 
-
-def _frame(event: PhoneEvent) -> bytes:
-    return b"id: %s\nevent: %s\ndata: %s\n\n" % (
-        event.id.encode(),
-        event.type.encode(),
-        event.data,
-    )
 
 
 async def openapi(request: web.Request) -> web.Response:
@@ -696,6 +692,7 @@ _BASE = "/api/v1/agents/{agent}/conversations/{conversation}"
 ROUTES: list[Route] = [
     Route("GET", "/healthz", healthz, Health, public=True),
     Route("GET", "/openapi.json", openapi, OpenApi),
+    Route("GET", "/api/v1/strings", strings, Strings),
     Route(
         "GET",
         "/api/v1/dashboard",

@@ -32,6 +32,7 @@ class LinkTiming:
     backoff_first: float = 0.5
     backoff_cap: float = 30.0
     version_recheck: float = 60.0
+    busy_read: float = 0.02  # ours: a delta stream read again within a quarter of this waits it
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ class Settings:
     timing: LinkTiming = field(default_factory=LinkTiming)
     clock: Callable[[], datetime] = utc_now
     phone_ring: int = 10_000  # phone events kept for Last-Event-ID replay
+    stream_frame: float = 0.02  # ours: a phone's stream writes at most once a frame (seconds)
     redact: bool = True
     resend_interval: float = 30.0  # ours: unsettled answers are sent again this often
     push_targets: TargetsFactory | None = None  # APNs/FCM senders and webhooks, if any

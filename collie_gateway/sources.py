@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from collie_gateway.errors import SourcesError
 from collie_gateway.supervisor import BridgeCommand
 
-_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp"})
+_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp", "stalwart"})
 AGENTS_DIR = Path("~/.collie/agents")  # where a bridge's socket and state go by default
 _TOP_KEYS = frozenset({"durable_agents", "crew"})
 _MEMBER_KEYS = frozenset({"name", "url", "token_env"})
@@ -265,4 +265,47 @@ def _acp_bridge(name: str, spec: object, where: str) -> BridgeCommand:
 
 
 # Bridge kinds a sources.json entry may name instead of "socket" or "url".
-_BRIDGES: dict[str, Callable[[str, object, str], BridgeCommand]] = {"acp": _acp_bridge}
+_STALWART_KEYS = frozenset(
+    {"url", "token_env", "secret_env", "webhook_secret_env", "webhook_port", "socket", "state"}
+)
+
+
+def _stalwart_bridge(name: str, spec: object, where: str) -> BridgeCommand:
+    """``{"stalwart": {"url": "http://127.0.0.1:8700", "token_env": "…"}}``: the bridge
+    ``bridges.stalwart`` to a stalwart-style server (people-in-the-loop S7). Optional:
+    ``secret_env`` (resumes are signed, S6), ``webhook_secret_env`` and ``webhook_port``
+    (``on_interrupt`` deliveries), ``socket`` and ``state`` (default ``~/.collie/agents/``).
+    The bridge reads the variables named, and exits saying which one is unset."""
+    if not isinstance(spec, dict):
+        raise SourcesError(f'{where} must be an object with "url"')
+    unknown = sorted(set(spec) - _STALWART_KEYS)
+    if unknown:
+        known = ", ".join(sorted(_STALWART_KEYS))
+        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: {known})")
+    url = spec.get("url")
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SourcesError(f'{where}: "url" must be http:// or https:// with a host')
+    argv = [sys.executable, "-m", "bridges.stalwart", "--url", str(url)]
+    for key in ("token_env", "secret_env", "webhook_secret_env"):
+        variable = spec.get(key)
+        if variable is None:
+            continue
+        if not isinstance(variable, str) or not variable:
+            raise SourcesError(f'{where}: "{key}" must be the name of a variable')
+        argv += ["--" + key.replace("_", "-"), variable]
+    port = spec.get("webhook_port")
+    if port is not None:
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+            raise SourcesError(f'{where}: "webhook_port" must be a port number')
+        argv += ["--webhook-port", str(port)]
+    socket = _path(spec.get("socket"), f'{where}: "socket"', AGENTS_DIR / f"{name}.sock")
+    state = _path(spec.get("state"), f'{where}: "state"', AGENTS_DIR / f"{name}.stalwart.db")
+    argv += ["--socket", str(socket), "--state", str(state)]
+    return BridgeCommand(name=name, argv=tuple(argv), socket=socket)
+
+
+_BRIDGES: dict[str, Callable[[str, object, str], BridgeCommand]] = {
+    "acp": _acp_bridge,
+    "stalwart": _stalwart_bridge,
+}

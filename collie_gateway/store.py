@@ -223,6 +223,12 @@ class Store:
             result: T = await self.db._execute(_in_transaction, self.db._conn, fn)  # type: ignore[no-untyped-call]
             return result
 
+    async def query(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run the reads of ``fn`` in the database's own thread, outside any lock (as a plain
+        read does), in one round trip instead of one per call of a cursor."""
+        result: T = await self.db._execute(fn, self.db._conn)  # type: ignore[no-untyped-call]
+        return result
+
     # --- the mirror ---------------------------------------------------------------------
 
     async def load_mirrors(self, names: Iterable[str]) -> dict[str, AgentMirror]:

@@ -89,6 +89,17 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "refused_always_hidden": (
         '"Always allow" is not offered for this ask: the whole text was not shown.'
     ),  # ours (A5, A6)
+    # S1 / S8 — what a call will use, why it waits, irreversible (S8's keys and words)
+    "argumentsTitle": "What it will use",
+    "origin_typed": "you typed it",
+    "origin_reply": "you answered it",
+    "origin_context": "from your account",
+    "origin_computed": "calculated",
+    "origin_result": "from an earlier step",
+    "origin_model": "the assistant wrote it",
+    "origin_agent": "from another assistant",
+    "reasonsTitle": "Why this needs you",
+    "irreversible": "Nothing can undo this step once it runs.",
     # R — receipts
     "receipt_expired": "Timed out before an answer:",
     "receipt_decided": "Decided in the durable agent:",
@@ -121,6 +132,35 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "push_permission": "Permission needed in {pane}",
     "push_many": "A durable agent on {host} is raising many asks",
     "push_private": "A durable agent needs your answer",
+    # The web companion (ours: words the page adds around the phone's screens)
+    "web_title": "Collie",
+    "web_spaces": "Spaces",
+    "web_back": "Back",
+    "web_menu": "Conversation menu",
+    "web_placeholder": "Write a message",
+    "web_count_open": "{n} open",
+    "web_count_waiting": "{n} waiting",
+    "web_working": "The durable agent is working",
+    "web_sending": "Sending",
+    "web_writing": "Still being written",
+    "web_thinking": "Thinking",
+    "web_tool_running": "running",
+    "web_tool_done": "done",
+    "web_tool_failed": "failed",
+    "web_tool_denied": "denied",
+    "web_token_title": "This gateway needs its token",
+    "web_token_label": "Token",
+    "web_token_save": "Continue",
+    "web_token_wrong": "That token was not accepted.",
+    "web_reconnecting": "Reconnecting…",
+    "web_loading": "Loading…",
+    "web_failed": "Couldn't reach the gateway. Try again.",
+    "web_retry": "Try again",
+    "web_empty_list": "No conversations yet.",
+    "web_status_idle": "Idle",
+    "web_status_working": "Working",
+    "web_status_waiting": "Waiting for you",
+    "web_status_closed": "Closed",
 }
 
 
@@ -143,6 +183,10 @@ class Catalogue:
 
     def __getitem__(self, key: str) -> str:
         return self._texts[key]
+
+    def texts(self) -> dict[str, str]:
+        """Every string, overrides applied (what the web companion draws with)."""
+        return dict(self._texts)
 
     def fmt(self, key: str, **values: object) -> str:
         """The string ``key`` with its placeholders filled."""

@@ -52,6 +52,9 @@ ASK_KINDS: Final = ("permission", "choice", "text", "form")
 OPTION_ROLES: Final = ("allow", "always", "deny", "cancel")
 FIELD_KINDS: Final = ("text", "select", "switch")
 RESOLUTIONS: Final = ("answered", "decided", "expired", "stopped")
+# Where an argument's value came from (people-in-the-loop S1); ``result:<step>`` names a step.
+ARGUMENT_ORIGINS: Final = ("typed", "reply", "context", "computed", "result", "model", "agent")
+MAX_REASONS: Final = 100
 
 
 def known_state(state: str) -> str:
@@ -159,6 +162,22 @@ class FormField(Base, frozen=True, kw_only=True):
     max_length: Length | None = None
 
 
+class Argument(Base, frozen=True, kw_only=True):
+    """One argument of the call an ask is about (S1): ``value`` is any JSON, shown as text;
+    ``origin`` says where it came from (open set: ``typed``, ``reply``, ``context``,
+    ``computed``, ``result:<step>``, ``model``, ``agent``).
+
+    Attributes:
+        name: The argument's name.
+        value: Its value, any JSON; the phone shows it as text.
+        origin: Where the value came from (an open set); null: not said.
+    """
+
+    name: Label
+    value: Any = None
+    origin: Label | None = None
+
+
 class Ask(Base, frozen=True, kw_only=True):
     """A question to the person. ``id`` is stable across the agent's restarts;
     ``version`` grows whenever the content changes.
@@ -179,6 +198,9 @@ class Ask(Base, frozen=True, kw_only=True):
         push_title: The push's title, when the agent words it.
         push_line: The push's line, when the agent words it.
         raised_at: When it was raised.
+        arguments: What the call will use: each argument with the origin of its value (S1).
+        reasons: Why the call waits for the person, shown verbatim (S1).
+        irreversible: Whether nothing can undo the step once it runs (S1).
     """
 
     id: Id
@@ -196,6 +218,9 @@ class Ask(Base, frozen=True, kw_only=True):
     push_title: Label | None = None
     push_line: Label | None = None
     raised_at: Time | None = None
+    arguments: Annotated[list[Argument], Meta(max_length=MAX_LIST)] = []
+    reasons: Annotated[list[Label], Meta(max_length=MAX_REASONS)] = []
+    irreversible: bool = False
 
 
 class Item(Base, frozen=True, kw_only=True):
@@ -515,10 +540,7 @@ class _TypeProbe(Struct):
     type: str
 
 
-EVENT_TYPES: Final = frozenset(
-    str(t.__struct_config__.tag)
-    for t in AgentEvent.__args__
-)
+EVENT_TYPES: Final = frozenset(str(t.__struct_config__.tag) for t in AgentEvent.__args__)
 
 
 # Built once at import: the hot paths.

@@ -19,13 +19,15 @@ from collie_gateway.strings import Catalogue
 from collie_gateway.views.clock import as_utc, expires_label
 from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, Redact, clean
 from wire.answers import text_limit
-from wire.messages import Ask, FormField, Option, Time
+from wire.messages import Argument, Ask, FormField, Option, Time, encode
 
 MAX_PERMISSION_OPTIONS: Final = 6  # spec A4
 MAX_CHOICE_OPTIONS: Final = 8  # spec A4
 MAX_FORM_FIELDS: Final = 6  # spec A4
 MAX_SELECT_OPTIONS: Final = 20  # ours: a select is a list the person scrolls, not a page
 FIRST_CARDS: Final = 5  # spec A8
+MAX_ARGUMENTS: Final = 20  # ours: more than a card shows makes the ask unanswerable (A7)
+MAX_REASONS: Final = 10  # ours: reasons past these are left out and the text counts as shortened
 
 ROLE_KEYS: Final[Mapping[str, str]] = {
     "allow": "role_allow",
@@ -239,6 +241,8 @@ class Card(Struct, frozen=True, kw_only=True):
         outcome: What the last tap came to; null before any tap.
         answer_url: Where the answer is posted (a crew member's card: the lead's route to
             that member, W4); the phone walks a member's card the same as a local one.
+        call: What the call will use, why it waits and whether it can be undone (S1); null
+            when the ask says none of these.
     """
 
     ask_id: str
@@ -254,7 +258,44 @@ class Card(Struct, frozen=True, kw_only=True):
     notices: list[str]
     body: Body | None
     outcome: OutcomeLine | None = None
-    answer_url: str = ""
+    call: CallDetails | None = None
+    answer_url: str = ""  # where the answer is posted: a phone walks a member's card the same
+
+
+class ArgumentRow(Struct, frozen=True, kw_only=True):
+    """One argument of the call (S1): its name, its value as text, the wire's ``origin`` and
+    the origin in words (None for an origin Collie has no words for).
+
+    Attributes:
+        name: The argument's name.
+        value: Its value as text (cleaned, cut and masked as the card's text).
+        origin: The wire's origin; null: not said.
+        origin_label: The origin in words ("you typed it"); null: no words for it.
+    """
+
+    name: str
+    value: str
+    origin: str | None
+    origin_label: str | None
+
+
+class CallDetails(Struct, frozen=True, kw_only=True):
+    """What the call will use, why it waits and whether it can be undone (S1). A title is
+    None when its part is empty; ``irreversible`` is the warning, or None.
+
+    Attributes:
+        arguments_title: "What it will use"; null when there are no arguments.
+        arguments: The call's arguments with their origins.
+        reasons_title: "Why this needs you"; null when there are no reasons.
+        reasons: Why it waits, verbatim.
+        irreversible: "Nothing can undo this step once it runs."; null when it can be undone.
+    """
+
+    arguments_title: str | None
+    arguments: list[ArgumentRow]
+    reasons_title: str | None
+    reasons: list[str]
+    irreversible: str | None
 
 
 class MoreRow(Struct, frozen=True, kw_only=True):
@@ -316,8 +357,9 @@ def build_card(
     cleaner = _Cleaner(redact)
     title = cleaner(ask.title, TITLE_LIMIT)
     text = cleaner(ask.text, TEXT_LIMIT, multiline=True)
+    call = call_details(ask, cleaner, catalogue)  # before the body: it may hide "Always allow"
     shortened = cleaner.shortened
-    body = _body(ask, cleaner, catalogue) if _fits(ask) else None
+    body = _body(ask, cleaner, catalogue) if _fits(ask) and call_fits(ask) else None
     if body is not None:
         shortened = cleaner.shortened  # its labels are shown too
     notices = [catalogue["text_shortened"]] if shortened else []
@@ -339,6 +381,7 @@ def build_card(
         notices=notices,
         body=body,
         outcome=outcome,
+        call=call,
         answer_url=(
             f"/api/v1/agents/{quote(agent_name, safe='')}/asks/{quote(ask.id, safe='')}/answer"
         ),
@@ -382,6 +425,67 @@ def build_cards(
         return CardList(cards=cards)
     more = MoreRow(label=catalogue.fmt("show_more", n=held_back), count=held_back)
     return CardList(cards=cards, more=more)
+
+
+# --- S1: what the call will use, why it waits, irreversible ---------------------------------
+
+# Origins (S1's table) by the wire's value; ``result:<step>`` and ``agent:<name>`` by prefix.
+ORIGIN_KEYS: Final[Mapping[str, str]] = {
+    "typed": "origin_typed",
+    "reply": "origin_reply",
+    "context": "origin_context",
+    "computed": "origin_computed",
+    "result": "origin_result",
+    "model": "origin_model",
+    "agent": "origin_agent",
+}
+
+
+def origin_key(origin: str | None) -> str | None:
+    """The catalogue key of ``origin`` in words, or None when Collie has none for it."""
+    if origin is None:
+        return None
+    head = origin.split(":", 1)[0] if origin.startswith(("result:", "agent:")) else origin
+    return ORIGIN_KEYS.get(head)
+
+
+def argument_text(value: object) -> str:
+    """An argument's value as the card shows it: a string as it is, any other JSON compact."""
+    return value if isinstance(value, str) else encode(value).decode("utf-8")
+
+
+def call_fits(ask: Ask) -> bool:
+    """Whether the card can show every argument (more than ``MAX_ARGUMENTS`` cannot, A7)."""
+    return len(ask.arguments) <= MAX_ARGUMENTS
+
+
+def call_details(ask: Ask, cleaner: _Cleaner, catalogue: Catalogue) -> CallDetails | None:
+    """S1's parts of a card, or None when the ask gives none. Names, values and reasons go
+    through ``cleaner``: a value cut, cleaned or masked (X1) counts as text shortened, so
+    "Always allow" is not offered (A6)."""
+    if not (ask.arguments or ask.reasons or ask.irreversible):
+        return None
+    rows = [_argument_row(arg, cleaner, catalogue) for arg in ask.arguments[:MAX_ARGUMENTS]]
+    reasons = [cleaner(reason, TITLE_LIMIT) for reason in ask.reasons[:MAX_REASONS]]
+    if len(ask.reasons) > MAX_REASONS:
+        cleaner.shortened = True
+    return CallDetails(
+        arguments_title=catalogue["argumentsTitle"] if rows else None,
+        arguments=rows,
+        reasons_title=catalogue["reasonsTitle"] if reasons else None,
+        reasons=reasons,
+        irreversible=catalogue["irreversible"] if ask.irreversible else None,
+    )
+
+
+def _argument_row(arg: Argument, cleaner: _Cleaner, catalogue: Catalogue) -> ArgumentRow:
+    key = origin_key(arg.origin)
+    return ArgumentRow(
+        name=cleaner(arg.name, LABEL_LIMIT),
+        value=cleaner(argument_text(arg.value), TITLE_LIMIT),
+        origin=None if arg.origin is None else clean(arg.origin, LABEL_LIMIT).text,
+        origin_label=None if key is None else catalogue[key],
+    )
 
 
 def _for_version(state: CardState | None, version: int) -> CardState | None:

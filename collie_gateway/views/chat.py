@@ -84,6 +84,7 @@ class ChatLine(Struct, kw_only=True, omit_defaults=True):
         host: A link whose label may lie: its real host, shown beside it.
         shortened: "Text shortened" when the text was cut at the chat's text limit; null
             otherwise.
+        call_id: A tool line's tool call id: the cards of asks about it sit under it (A1).
     """
 
     kind: str
@@ -98,6 +99,7 @@ class ChatLine(Struct, kw_only=True, omit_defaults=True):
     label: str | None = None
     host: str | None = None  # a link whose label may lie: its real host, shown beside it
     tool: str | None = None
+    call_id: str | None = None  # a tool line's call id: the card of an ask about it follows (A1)
     status: str | None = None
     output: str | None = None
     mine: bool = False
@@ -138,6 +140,8 @@ class Chat(Struct, kw_only=True):
         event_id: The newest live-stream event this view includes: open the stream with
             `Last-Event-ID: <event_id>` to get every later change, none twice. Null before the
             gateway published any event.
+        now: The gateway's clock when the view was built: a client counts deadlines down
+            from it (A3).
     """
 
     agent: str
@@ -152,6 +156,7 @@ class Chat(Struct, kw_only=True):
     composer: Composer
     turn: int
     event_id: str | None = None  # the live stream's newest event this view includes
+    now: datetime | None = None  # the gateway's clock: a countdown ticks from it (A3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +235,7 @@ def item_line(
                 line.host = real_host(item.label or item.url or "", url)
         case "tool":
             line.tool = clean(item.name or "", LABEL_LIMIT).text
+            line.call_id = item.call_id
             line.status = item.status
             if item.output is not None:
                 line.output = clean(item.output, TEXT_LIMIT, multiline=True, redact=redact).text
@@ -335,6 +341,7 @@ def build_chat(
         dots=dots,
         composer=composer,
         turn=conv.turn,
+        now=ctx.now,
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Literal, NamedTuple, cast
 from urllib.parse import quote
 
 import msgspec
@@ -146,8 +146,15 @@ def agent_row(source: Source, mirror: AgentMirror, catalogue: Catalogue) -> Agen
     )
 
 
+class EncodedRow(NamedTuple):
+    """An :class:`AgentRow` as already encoded for the live stream, and whether it waits."""
+
+    raw: msgspec.Raw
+    waiting: bool
+
+
 def build_dashboard(
-    rows: Iterable[AgentRow],
+    rows: Iterable[AgentRow | EncodedRow],
     spaces: Iterable[str],
     catalogue: Catalogue,
     *,
@@ -159,7 +166,10 @@ def build_dashboard(
     With a crew (W1–W3): this machine's section first, naming no machine, then each
     member's ``members`` section in crew order; each machine's section is above the spaces
     while one of its agents waits, and ``pending_only`` keeps, across machines, only the
-    waiting rows. ``durable_agents_position`` is this machine's section's place."""
+    waiting rows. ``durable_agents_position`` is this machine's section's place.
+
+    Rows given encoded stay ``msgspec.Raw`` in the result, which is then for encoding only.
+    """
     own_rows = list(rows)
     space_section = Section(kind="spaces", spaces=[Space(name=s) for s in spaces])
     above: list[Section] = []
@@ -168,7 +178,9 @@ def build_dashboard(
     machines: list[Section] = list(members)
     if own_rows:  # D8: no agents of its own, no section of its own
         title = catalogue["section_durable_agents"]
-        machines.insert(0, Section(kind="durable_agents", title=title, rows=own_rows))
+        # (EncodedRow has ``waiting`` as AgentRow does; made Raw below)
+        own = Section(kind="durable_agents", title=title, rows=cast(list[AgentRow], own_rows))
+        machines.insert(0, own)
     for section in machines:
         section_rows = section.rows or []
         waiting = any(r.waiting for r in section_rows)
@@ -177,7 +189,7 @@ def build_dashboard(
             if not shown:
                 continue  # nothing waits there: the filter leaves it empty, so it is not drawn
             section = msgspec.structs.replace(section, rows=shown)
-        (above if waiting else below).append(section)
+        (above if waiting else below).append(_encoded(section))
         if section.machine is None:
             position = "above" if waiting else "below"
     return Dashboard(
@@ -185,3 +197,13 @@ def build_dashboard(
         durable_agents_position=position,
         pending_only=pending_only,
     )
+
+
+def _encoded(section: Section) -> Section:
+    """``section`` with its encoded rows as ``msgspec.Raw``: the JSON of AgentRow, made once
+    per change, encodes as it is."""
+    rows = cast(list[object], section.rows or [])
+    if not any(isinstance(r, EncodedRow) for r in rows):
+        return section
+    raw = [r.raw if isinstance(r, EncodedRow) else r for r in rows]
+    return msgspec.structs.replace(section, rows=cast(list[AgentRow], raw))

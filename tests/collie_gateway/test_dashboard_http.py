@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+
 from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source
+from collie_gateway.views.dashboard import agent_row, build_dashboard
 from tests.collie_gateway.conftest import Rig, eventually, get_json
 from wire.agent import Option, ToolRef
 
@@ -204,3 +207,48 @@ async def test_R5_survives_restart_from_sqlite(rig: Rig) -> None:
     stored = await get_json(client2, "/api/v1/agents/desk/conversations?poll=true")
     assert [r["conversation_id"] for r in stored["rows"]] == ["c1"]
     assert json.dumps(stored["rows"][0]["line"]) == json.dumps("Name?")
+
+
+async def test_D1_D5_D6_D7_dashboard_from_the_live_rows_is_what_a_fresh_build_says(
+    rig: Rig,
+) -> None:
+    """Issue 16: the dashboard is assembled from the rows encoded for the live stream; after
+    every kind of change it says what building it afresh from the mirrors says."""
+    desk = rig.agent("desk", runtime="desk")
+    sock = await rig.serve("desk")
+    pi = rig.agent("pi", runtime="pi")
+    psock = await rig.serve("pi", pi)
+    conv = await desk.open_conversation("c1", title="Notes")
+    sources = [Source(name="desk", socket=sock), Source(name="pi", socket=psock)]
+    client, gw = await rig.gateway(sources, spaces=("main",))
+
+    async def same() -> dict[str, Any]:
+        cat = gw.settings.catalogue
+        for pending_only in (False, True):
+            # in-process, with no await between: the same moment of the mirrors
+            served = msgspec.json.encode(gw.dashboard(pending_only=pending_only))
+            fresh = build_dashboard(
+                [agent_row(s, gw.mirrors[s.name], cat) for s in sources],
+                ("main",),
+                cat,
+                pending_only=pending_only,
+            )
+            assert json.loads(served) == json.loads(msgspec.json.encode(fresh))
+        dash: dict[str, Any] = await get_json(client, "/api/v1/dashboard")
+        return dash
+
+    await same()  # maybe still starting
+    await eventually(lambda: all(m.state is LinkState.READY for m in gw.mirrors.values()))
+    assert row(await same(), "desk")["right"] == {"open": 1}
+    ask = await conv.ask(kind="text", id="a1", title="Name?")
+    await eventually(lambda: gw.mirrors["desk"].waiting_count == 1)
+    assert (await same())["durable_agents_position"] == "above"
+    await ask.decide()
+    c2 = await desk.open_conversation("c2", title="Plan")
+    await eventually(lambda: gw.mirrors["desk"].open_count == 2)
+    await c2.close()
+    await eventually(lambda: gw.mirrors["desk"].open_count == 1)
+    assert row(await same(), "desk")["right"] == {"open": 1}
+    await rig.stop("pi")
+    await eventually(lambda: gw.mirrors["pi"].state is LinkState.UNREACHABLE)
+    assert row(await same(), "pi")["right"] == {"label": "Unreachable"}

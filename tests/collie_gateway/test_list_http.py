@@ -461,6 +461,8 @@ async def test_X1_secrets_masked_in_list_titles_subtitles_and_the_header(rig: Ri
     await eventually(lambda: gw.mirrors["desk"].open_count == 1)
     events = await client.get("/api/v1/events")
     await conv.update(subtitle=f"new key {TOKEN}")
+    new_key = f"new key {TOKEN}"
+    await eventually(lambda: gw.mirrors["desk"].conversations["c1"].subtitle == new_key)
     view = await get_json(client, LIST)
     chat = await get_json(client, LIST + "/c1")
     shown = [

@@ -176,6 +176,32 @@ async def test_stream_carries_every_change_of_a_list_and_a_chat(rig: Rig) -> Non
     await phone.close()
 
 
+async def test_a_reply_streamed_token_by_token_reaches_every_phone_whole(rig: Rig) -> None:
+    """Issue 16: deltas sent one by one reach ten phones with the reply's exact text, as
+    fewer events than deltas (a busy stream is read a frame at a time and its deltas
+    merged), and they do not wake the gateway's store (they change no stored row)."""
+    client, gw, _agent, conv = await start(rig)
+    await get_json(client, CHAT)
+    phones = [await Phone.connect(client) for _ in range(10)]
+    item = await conv.append(kind="reply", final=False)
+    await phones[0].wait_for("chat.item", lambda d: d["item"]["id"] == item.id)
+    await gw.store.flush()
+    words = [f"w{n} " for n in range(150)]
+    for word in words:
+        await item.delta(word)
+        await asyncio.sleep(0.003)  # past the agent's group commit: one commit, one write each
+
+    def text(phone: Phone) -> str:
+        return "".join(d["text"] for d in phone.of("chat.delta") if d["item_id"] == item.id)
+
+    await eventually(lambda: all(text(p) == "".join(words) for p in phones))
+    assert not gw.store._dirty_agents  # no stored row changed, no flush was asked for
+    for phone in phones:
+        assert len(phone.of("chat.delta")) < len(words) * 3 / 4
+        await phone.close()
+    await item.finish()
+
+
 async def test_reconnect_with_last_event_id_misses_nothing(rig: Rig) -> None:
     client, gw, agent, conv = await start(rig)
     await get_json(client, CHAT)
@@ -251,9 +277,9 @@ async def test_reset_for_a_phone_that_fell_out_of_the_ring(rig: Rig) -> None:
     await phone.wait_for("list.row")
     last = phone.last_id
     await phone.close()
-    for n in range(1, 8):
+    for n in range(1, 8):  # one by one: changes read together are published as one
         await conv.update(title=f"t{n}")
-    await eventually(lambda: gw.mirrors["desk"].conversations["c1"].title == "t7")
+        await eventually(lambda n=n: gw.mirrors["desk"].conversations["c1"].title == f"t{n}")
     back = await Phone.connect(client, last_event_id=last)
     await eventually(lambda: bool(back.events))
     assert back.events[0].type == "reset"  # older than the ring keeps: read the screens again

@@ -31,7 +31,7 @@ def test_fresh_phone_gets_nothing_to_replay() -> None:
     publish(bus, 3)
     sub, replay = bus.subscribe(None)
     assert replay == []
-    assert sub.queue.empty()
+    assert sub.pending == 0
     assert bus.subscribers == 1
 
 
@@ -112,14 +112,14 @@ def test_subscribers_get_new_events_and_leave() -> None:
     one, _ = bus.subscribe(None)
     two, _ = bus.subscribe(None)
     event = bus.publish("list.row", {"agent": "desk"})
-    assert one.queue.get_nowait() == event
-    assert two.queue.get_nowait() == event
+    assert one.take(10) == [event.frame]
+    assert two.take(10) == [event.frame]
     one.close()
     one.close()  # closing twice is harmless
     assert bus.subscribers == 1
     bus.publish("list.row", {})
-    assert one.queue.empty()
-    assert two.queue.qsize() == 1
+    assert one.pending == 0
+    assert two.pending == 1
 
 
 def test_a_phone_too_far_behind_overflows() -> None:
@@ -127,10 +127,22 @@ def test_a_phone_too_far_behind_overflows() -> None:
     sub, _ = bus.subscribe(None)
     events = publish(bus, 3)
     assert sub.overflowed
-    assert [sub.queue.get_nowait() for _ in range(2)] == events[:2]
-    assert sub.queue.empty()
+    assert sub.take(10) == [e.frame for e in events[:2]]
+    assert sub.pending == 0
 
 
+def test_a_reopened_bus_takes_streams_again_and_replays_the_same_boot() -> None:
+    bus = PhoneBus()
+    first = bus.publish("dashboard.row", {"n": 1})
+    bus.close()  # the HTTP server stopped: every stream ends, later ones too
+    ended, _ = bus.subscribe(first.id)
+    assert ended.ended
+    bus.publish("dashboard.row", {"n": 2})
+    bus.reopen()  # served again by the same gateway
+    sub, replay = bus.subscribe(first.id)
+    assert not sub.ended
+    assert replay is not None
+    assert [json.loads(e.data)["n"] for e in replay] == [2]
 def test_closing_ends_every_stream_after_what_it_queued() -> None:
     # Issue 10: a stopping gateway ends each live stream; events queued first still go out.
     bus = PhoneBus()
@@ -138,9 +150,9 @@ def test_closing_ends_every_stream_after_what_it_queued() -> None:
     (event,) = publish(bus, 1)
     bus.close()
     assert sub.ended
-    assert sub.queue.get_nowait() == event
-    assert sub.queue.get_nowait() is None  # the end
-    assert sub.queue.empty()
+    assert sub.take(10) == [event.frame]
+    assert sub.pending == 0
+    assert sub.ready.is_set()  # the end still wakes its reader
     late, _ = bus.subscribe(None)  # a stream opened while stopping ends at once
     assert late.ended
-    assert late.queue.get_nowait() is None
+    assert late.ready.is_set()

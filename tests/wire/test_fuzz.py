@@ -56,6 +56,13 @@ _CAP = 12  # longest generated string; limits are tested by the vectors, not her
 _OFFSETS = st.sampled_from([UTC, timezone(timedelta(hours=2)), timezone(timedelta(hours=-7))])
 
 
+_JSON: st.SearchStrategy[Any] = st.recursive(
+    st.none() | st.booleans() | st.integers(0, 2**53 - 1) | st.text(max_size=_CAP),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=_CAP), inner),
+    max_leaves=6,
+)
+
+
 def strategy(t: mi.Type) -> st.SearchStrategy[Any]:
     """A strategy of values that satisfy ``t`` and its constraints."""
     if isinstance(t, mi.StrType):
@@ -78,6 +85,8 @@ def strategy(t: mi.Type) -> st.SearchStrategy[Any]:
         return st.dictionaries(strategy(t.key_type), strategy(t.value_type), max_size=3)
     if isinstance(t, mi.UnionType):
         return st.one_of(*(strategy(member) for member in t.types))
+    if isinstance(t, mi.AnyType):  # Argument.value: any JSON
+        return _JSON
     if isinstance(t, mi.StructType):
         required = {f.name: strategy(f.type) for f in t.fields if f.required}
         optional = {f.name: strategy(f.type) for f in t.fields if not f.required}

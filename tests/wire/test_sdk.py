@@ -575,3 +575,80 @@ async def test_an_agent_is_usable_before_it_serves(state: Path, clock: FakeClock
     await conv.update(title="later")
     assert conv.snapshot().updated_at == START + timedelta(minutes=1)
     await agent.close()
+
+
+# --- group commit (issue 16) --------------------------------------------------------------
+
+
+def _logged_ids(state: Path) -> set[int]:
+    """The event ids in the agent's file, read by a connection of its own (committed only)."""
+    with sqlite3.connect(state) as db:
+        return {int(r[0]) for r in db.execute("SELECT id FROM events")}
+
+
+async def test_a_delta_reaches_a_reader_only_once_it_is_in_the_log(
+    make_agent: AgentFactory, state: Path
+) -> None:
+    """wire/SPEC.md §10: every event a reader gets is committed to the agent's file."""
+    async with serve_agent(make_agent()) as (agent, address):
+        conv = await agent.open_conversation(id="c1")
+        item = await conv.append(kind="reply", final=False)
+        c = Client(address)
+        try:
+            async with c.events(str(agent._store.last_event_id)) as stream:
+                for n in range(300):
+                    await item.delta(f"w{n} ")
+                events = await stream.take(300)
+                # read as soon as each batch arrives: every id is already in the file
+                assert {int(e.id or "") for e in events} <= _logged_ids(state)
+                texts = [e.text for e in decoded(events) if isinstance(e, ItemDelta)]
+                assert "".join(texts) == "".join(f"w{n} " for n in range(300))
+        finally:
+            await c.close()
+
+
+async def test_deltas_are_committed_in_groups_and_survive_a_restart(
+    make_agent: AgentFactory,
+) -> None:
+    async with serve_agent(make_agent()) as (agent, _):
+        conv = await agent.open_conversation(id="c1")
+        item = await conv.append(kind="reply", final=False)
+        commits: list[str] = []
+        await agent._store.db.set_trace_callback(  # the statements the connection runs
+            lambda sql: commits.append(sql) if sql == "COMMIT" else None
+        )
+        for n in range(2000):
+            await item.delta(f"w{n} ")
+        await item.finish()
+        assert len(commits) <= 2000 // 100  # one transaction per batch, not per delta
+    async with serve_agent(make_agent()) as (agent, _):
+        found = await agent.conversation("c1")
+        assert found is not None
+        assert found.items[0].text == "".join(f"w{n} " for n in range(2000))
+        assert found.items[0].final
+
+
+async def test_a_failed_group_commit_undoes_its_deltas_and_the_next_delta_says_so(
+    served: Served, client: Client, state: Path
+) -> None:
+    conv = await served.agent.open_conversation(id="c1")
+    item = await conv.append(kind="reply", text="kept", final=False)
+    with sqlite3.connect(state) as db:  # the disk refuses the write (a real SQLite failure)
+        db.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN instr(NEW.data, 'boom') > 0 "
+            "BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+        )
+    mark = str(served.agent._store.last_event_id)
+    async with client.events(mark) as stream:
+        await item.delta(" one")
+        await item.delta(" boom")
+        await asyncio.sleep(0.05)  # the group commit runs, and fails
+        assert item.item.text == "kept"
+        with pytest.raises(sqlite3.Error, match="disk says no"):
+            await item.delta(" two")
+        assert await stream.quiet(0.05) == []  # nothing uncommitted was sent
+        await item.delta(" three")
+        await item.finish()
+        events = decoded(await stream.take(2))
+    assert [type(e) for e in events] == [ItemDelta, ItemUpdated]
+    assert conv.items[0].text == "kept three"

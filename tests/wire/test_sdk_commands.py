@@ -14,6 +14,7 @@ from tests.wire.conftest import AgentFactory, Client, FakeClock, decoded, eventu
 from wire.agent import (
     Agent,
     Answer,
+    Argument,
     AskHandle,
     Button,
     ConversationHandle,
@@ -24,7 +25,7 @@ from wire.agent import (
     ToolRef,
 )
 from wire.errors import LocalWireError
-from wire.messages import AskRaised, AskResolved, TurnStopped
+from wire.messages import AskRaised, AskResolved, Reply, ReplyResult, TurnStopped
 
 PERMISSION = [
     Option(id="allow", label="Yes", role="allow"),
@@ -205,6 +206,24 @@ async def test_reply_changed(served: Served, client: Client) -> None:
     assert (
         await client.outcome("/asks/a1/reply", reply("r2", version=2, option="allow")) == "accepted"
     )
+
+
+async def test_S1_arguments_reasons_irreversible_and_a_changed_argument(
+    served: Served, client: Client
+) -> None:
+    conv = await served.agent.open_conversation(id="c1")
+    amount = Argument(name="amount", value=40, origin="typed")
+    ask = await permission_ask(conv, arguments=[amount], reasons=["write"], irreversible=True)
+    snapshot = (await client.get("/conversations/c1")).body
+    assert snapshot["asks"][0]["arguments"] == [{"name": "amount", "value": 40, "origin": "typed"}]
+    assert snapshot["asks"][0]["reasons"] == ["write"]
+    assert snapshot["asks"][0]["irreversible"] is True
+    # S2: a changed argument asks again: the version grows and the old answer is "changed".
+    await ask.change(arguments=[Argument(name="amount", value=4000, origin="model")])
+    assert ask.version == 2
+    assert await client.outcome("/asks/a1/reply", reply("r1", option="allow")) == "changed"
+    assert ask.ask.arguments[0].value == 4000
+    assert ask.ask.reasons == ["write"]
 
 
 async def test_reply_to_a_stopped_ask_is_not_open(served: Served, client: Client) -> None:
@@ -723,3 +742,101 @@ async def test_a_failing_starter_records_nothing(make_agent: AgentFactory) -> No
             assert calls == ["note", "note"]
         finally:
             await c.close()
+
+
+# --- on_reply: a bridge forwards the answer and reports the far end's outcome (S5) -----------
+
+
+async def test_S5_on_reply_accepted_resolves_with_the_request_id(
+    served: Served, client: Client
+) -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    @served.agent.on_reply
+    async def forward(ask: AskHandle, r: Reply) -> ReplyResult:
+        seen.append((ask.id, r.answer.option))
+        return ReplyResult(outcome="accepted")
+
+    conv = await served.agent.open_conversation(id="c1")
+    ask = await permission_ask(conv)
+    assert await client.outcome("/asks/a1/reply", reply("r1", option="allow")) == "accepted"
+    resolution = await ask.wait()
+    assert (resolution.how, resolution.request_id) == ("answered", "r1")
+    # The same request id again gets the first result; the handler is not called again.
+    assert await client.outcome("/asks/a1/reply", reply("r1", option="allow")) == "accepted"
+    assert seen == [("a1", "allow")]
+
+
+async def test_S5_on_reply_answered_elsewhere_and_changed(served: Served, client: Client) -> None:
+    outcomes = ["changed", "answered"]
+
+    @served.agent.on_reply
+    async def forward(ask: AskHandle, r: Reply) -> ReplyResult:
+        if outcomes[0] == "changed":
+            await ask.change(text="Run rm -rf?")
+        return ReplyResult(outcome=outcomes.pop(0))
+
+    conv = await served.agent.open_conversation(id="c1")
+    ask = await permission_ask(conv)
+    assert await client.outcome("/asks/a1/reply", reply("r1", option="allow")) == "changed"
+    assert ask.open
+    assert ask.version == 2
+    assert (
+        await client.outcome("/asks/a1/reply", reply("r2", version=2, option="allow")) == "answered"
+    )
+    resolution = await ask.wait()
+    assert (resolution.how, resolution.request_id) == ("answered", None)
+    # A later reply never reaches the handler: the ask was answered.
+    assert await client.outcome("/asks/a1/reply", reply("r3", version=2, option="deny")) == (
+        "answered"
+    )
+    assert outcomes == []
+
+
+async def test_S5_on_reply_that_fails_records_nothing_and_a_retry_calls_again(
+    served: Served, client: Client
+) -> None:
+    calls: list[str] = []
+
+    @served.agent.on_reply
+    async def forward(ask: AskHandle, r: Reply) -> ReplyResult:
+        calls.append(r.request_id)
+        if len(calls) == 1:
+            raise OSError("connection reset")
+        return ReplyResult(outcome="accepted")
+
+    conv = await served.agent.open_conversation(id="c1")
+    ask = await permission_ask(conv)
+    first = await client.post("/asks/a1/reply", reply("r1", option="allow"))
+    assert first.status == 502
+    assert ask.open
+    assert await client.outcome("/asks/a1/reply", reply("r1", option="allow")) == "accepted"
+    assert calls == ["r1", "r1"]
+
+
+async def test_S5_on_reply_one_at_a_time_per_ask(served: Served, client: Client) -> None:
+    gate = asyncio.Event()
+    calls: list[str] = []
+
+    @served.agent.on_reply
+    async def forward(ask: AskHandle, r: Reply) -> ReplyResult:
+        calls.append(r.request_id)
+        await gate.wait()
+        return ReplyResult(outcome="accepted")
+
+    conv = await served.agent.open_conversation(id="c1")
+    await permission_ask(conv)
+    one = asyncio.ensure_future(client.outcome("/asks/a1/reply", reply("r1", option="allow")))
+    two = asyncio.ensure_future(client.outcome("/asks/a1/reply", reply("r2", option="deny")))
+    await eventually(lambda: calls == ["r1"])
+    gate.set()
+    assert sorted([await one, await two]) == ["accepted", "answered"]
+    assert calls == ["r1"]
+
+
+async def test_answered_elsewhere(served: Served, client: Client) -> None:
+    conv = await served.agent.open_conversation(id="c1")
+    ask = await permission_ask(conv)
+    resolution = await ask.answered_elsewhere()
+    assert (resolution.how, resolution.request_id) == ("answered", None)
+    assert await client.outcome("/asks/a1/reply", reply("r1", option="allow")) == "answered"

@@ -22,12 +22,14 @@ from wire.agent._agent import (
     ConversationHandle,
     ItemHandle,
     MessageHandler,
+    ReplyHandler,
     Resolution,
     StartHandler,
 )
 from wire.agent._server import AgentRunner
 from wire.messages import (
     Answer,
+    Argument,
     Button,
     FormField,
     Option,
@@ -42,6 +44,7 @@ __all__ = [
     "Agent",
     "AgentRunner",
     "Answer",
+    "Argument",
     "AskHandle",
     "Button",
     "ButtonHandler",
@@ -51,6 +54,7 @@ __all__ = [
     "MessageHandler",
     "Option",
     "Progress",
+    "ReplyHandler",
     "Resolution",
     "SendMessage",
     "StartHandler",

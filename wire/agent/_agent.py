@@ -75,6 +75,7 @@ S = TypeVar("S")
 MessageHandler = Callable[["ConversationHandle", SendMessage], Awaitable[None]]
 StartHandler = Callable[[str], Awaitable["ConversationHandle"]]
 ButtonHandler = Callable[["ConversationHandle", str], Awaitable[None]]
+ReplyHandler = Callable[["AskHandle", Reply], Awaitable[ReplyResult]]
 CloseHandler = Callable[["ConversationHandle"], Awaitable[None]]
 
 KEEP_EVENTS: Final = 10_000
@@ -186,6 +187,8 @@ class Agent:
         self._on_message: MessageHandler | None = None
         self._on_start: StartHandler | None = None
         self._on_button: ButtonHandler | None = None
+        self._on_reply: ReplyHandler | None = None
+        self._reply_locks: dict[str, asyncio.Lock] = {}
         self._on_close: CloseHandler | None = None
         self._open: dict[str, ConversationHandle] = {}
         self._handles: weakref.WeakValueDictionary[str, ConversationHandle] = (
@@ -218,6 +221,17 @@ class Agent:
     def on_button(self, fn: ButtonHandler) -> ButtonHandler:
         """Register ``async (conv, button_id) -> None`` for a tap on one of the agent's buttons."""
         self._on_button = fn
+        return fn
+
+    def on_reply(self, fn: ReplyHandler) -> ReplyHandler:
+        """Register ``async (ask, Reply) -> ReplyResult``: a reply that fits an open ask is
+        handed to it before anything is recorded, and its outcome is the reply's (a bridge
+        forwards the answer and reports what the far end said). ``accepted`` resolves the ask
+        ``answered`` with the reply's request id; ``answered``, ``decided`` and ``expired``
+        resolve it so (another answer won); any other outcome leaves it open. If it raises,
+        the reply is answered ``502`` and nothing is recorded, so a retry calls it again.
+        Replies to one ask reach it one at a time."""
+        self._on_reply = fn
         return fn
 
     def on_close(self, fn: CloseHandler) -> CloseHandler:
@@ -348,7 +362,7 @@ class Agent:
 
     async def _load(self) -> None:
         store = self._store
-        async with store.lock:
+        async with store.locked():
             rows = await store.fetch(
                 "SELECT data FROM conversations WHERE state <> 'closed' ORDER BY updated_us"
             )
@@ -409,7 +423,7 @@ class Agent:
     async def conversation(self, id: str) -> ConversationHandle | None:
         """The conversation ``id``, open or closed; ``None`` when there is none."""
         await self.start()
-        async with self._store.lock:
+        async with self._store.locked():
             return await self._find(id)
 
     async def open_conversation(
@@ -478,13 +492,13 @@ class Agent:
 
     # --- transactions and memory ---------------------------------------------------------
 
-    async def _transact(self, build: Callable[[Tx], Awaitable[S]]) -> S:
+    async def _transact(self, build: Callable[[Tx], Awaitable[S]], *, defer: bool = False) -> S:
         async def inner(tx: Tx) -> S:
             result = await build(tx)
             self._finish(tx)
             return result
 
-        return await self._store.transact(inner)
+        return await self._store.transact(inner, defer=defer)
 
     async def _find(self, conversation_id: str) -> ConversationHandle | None:
         """The handle of a conversation; the caller holds the store's lock."""
@@ -565,7 +579,8 @@ class Agent:
         tx.on_undo(undo)
         tx.execute(
             "UPDATE items SET data = ? WHERE conversation = ? AND seq = ?",
-            (encode(item), conv.id, seq),
+            lambda: (encode(item), conv.id, seq),
+            key=("item", conv.id, seq),
         )
         if delta is not None:
             tx.emit(ItemDelta(conversation_id=conv.id, item_id=item.id, text=delta))
@@ -911,37 +926,100 @@ class Agent:
                 before with another body (409).
         """
 
+        if self._on_reply is not None:
+            return await self._forward_reply(key, ask_id, reply)
+
         async def decide(tx: Tx) -> ReplyResult:
-            handle = self._open_asks.get(ask_id)
-            if handle is None:
-                rows = await self._store.fetch(
-                    "SELECT resolution FROM asks WHERE id = ?", (ask_id,)
-                )
-                if not rows or rows[0][0] is None:
-                    return ReplyResult(outcome="not_open")
-                how = decode(bytes(rows[0][0]), Resolution).how
-                if how in _OUTCOME_OF:
-                    return ReplyResult(outcome=_OUTCOME_OF[how])
-                return ReplyResult(outcome="not_open", reason=how)
-            now = self.now()
-            deadline = handle.ask.deadline
-            if deadline is not None and aware(deadline) <= now:
-                self._resolve(tx, handle, Resolution(how="expired", at=now))
-                return ReplyResult(outcome="expired")
-            if reply.version != handle.ask.version:
-                return ReplyResult(outcome="changed")
-            problem = check_answer(handle.ask, reply.answer)
-            if problem is None and self.answer_check is not None:
-                problem = self.answer_check(handle.ask, reply.answer)
-            if problem is not None:
-                raise RequestError(400, "bad_request", problem)
+            found = await self._reply_check(tx, ask_id, reply)
+            if isinstance(found, ReplyResult):
+                return found
             resolution = Resolution(
-                how="answered", at=now, answer=reply.answer, request_id=reply.request_id
+                how="answered", at=self.now(), answer=reply.answer, request_id=reply.request_id
             )
-            self._resolve(tx, handle, resolution)
+            self._resolve(tx, found, resolution)
             return ReplyResult(outcome="accepted")
 
         return await self._command(reply.request_id, key, decide)
+
+    async def _reply_check(self, tx: Tx, ask_id: str, reply: Reply) -> ReplyResult | AskHandle:
+        """The outcome of a reply that cannot be accepted (§12.1 rows 2–6), or the open ask
+        it fits.
+
+        Raises:
+            RequestError: the answer does not fit the ask (400).
+        """
+        handle = self._open_asks.get(ask_id)
+        if handle is None:
+            rows = await self._store.fetch("SELECT resolution FROM asks WHERE id = ?", (ask_id,))
+            if not rows or rows[0][0] is None:
+                return ReplyResult(outcome="not_open")
+            how = decode(bytes(rows[0][0]), Resolution).how
+            if how in _OUTCOME_OF:
+                return ReplyResult(outcome=_OUTCOME_OF[how])
+            return ReplyResult(outcome="not_open", reason=how)
+        now = self.now()
+        deadline = handle.ask.deadline
+        if deadline is not None and aware(deadline) <= now:
+            self._resolve(tx, handle, Resolution(how="expired", at=now))
+            return ReplyResult(outcome="expired")
+        if reply.version != handle.ask.version:
+            return ReplyResult(outcome="changed")
+        problem = check_answer(handle.ask, reply.answer)
+        if problem is None and self.answer_check is not None:
+            problem = self.answer_check(handle.ask, reply.answer)
+        if problem is not None:
+            raise RequestError(400, "bad_request", problem)
+        return handle
+
+    async def _forward_reply(self, key: bytes, ask_id: str, reply: Reply) -> bytes:
+        """A reply through ``on_reply``: checked and recorded here, decided by the handler,
+        with no transaction held while it runs."""
+        assert self._on_reply is not None
+        lock = self._reply_locks.setdefault(ask_id, asyncio.Lock())
+        async with lock:
+
+            async def check(tx: Tx) -> bytes | AskHandle:
+                prior = await self._prior(reply.request_id, key)
+                if prior is not None:
+                    return prior
+                found = await self._reply_check(tx, ask_id, reply)
+                if isinstance(found, AskHandle):
+                    return found
+                result = encode(found)
+                self._record(tx, reply.request_id, key, result)
+                return result
+
+            found = await self._transact(check)
+            if isinstance(found, bytes):
+                return found
+            handle = found
+            try:
+                outcome = await self._on_reply(handle, reply)
+            except Exception as exc:
+                log.warning("on_reply for %s failed: %s", ask_id, exc)
+                raise RequestError(
+                    502, "upstream", "The answer could not be passed on; nothing was recorded."
+                ) from None
+
+            async def record(tx: Tx) -> bytes:
+                if handle.open:
+                    how = {"accepted": "answered"}.get(outcome.outcome, outcome.outcome)
+                    if how in _OUTCOME_OF:
+                        request_id = reply.request_id if outcome.outcome == "accepted" else None
+                        answer = reply.answer if outcome.outcome == "accepted" else None
+                        resolution = Resolution(
+                            how=how, at=self.now(), answer=answer, request_id=request_id
+                        )
+                        self._resolve(tx, handle, resolution)
+                result = encode(outcome)
+                self._record(tx, reply.request_id, key, result)
+                return result
+
+            try:
+                return await self._transact(record)
+            finally:
+                if not handle.open:  # later replies find it closed without the handler
+                    self._reply_locks.pop(ask_id, None)
 
     async def command_start(self, key: bytes, cmd: StartConversation) -> bytes:
         """``POST /conversations``: the starter's handler opens the conversation; the command
@@ -1016,7 +1094,7 @@ class Agent:
 
     async def read_open(self) -> tuple[ConversationPage, int]:
         """Every open conversation, newest first, and the id of the newest event reflected."""
-        async with self._store.lock:
+        async with self._store.locked():
             convs = sorted(
                 (c.snapshot() for c in self._open.values()),
                 key=lambda c: (aware(c.updated_at), c.id),
@@ -1036,7 +1114,7 @@ class Agent:
             sql += " AND (updated_us, id) < (?, ?)"
             params = cursor
         sql += " ORDER BY updated_us DESC, id DESC LIMIT ?"
-        async with self._store.lock:
+        async with self._store.locked():
             rows = await self._store.fetch(sql, (*params, limit + 1))
             last = self._store.last_event_id
         page = [decode(bytes(r[2]), Conversation) for r in rows[:limit]]
@@ -1045,7 +1123,7 @@ class Agent:
 
     async def read_conversation(self, conversation_id: str) -> tuple[Conversation | None, int]:
         """One conversation with its items."""
-        async with self._store.lock:
+        async with self._store.locked():
             last = self._store.last_event_id
             conv = self._open.get(conversation_id)
             if conv is not None:

@@ -22,6 +22,7 @@ from wire.messages import (
     MAX_ID,
     MAX_TEXT,
     Answer,
+    Argument,
     Ask,
     Button,
     Conversation,
@@ -273,8 +274,14 @@ class ConversationHandle:
         deadline: datetime | None = None,
         push_title: str | None = None,
         push_line: str | None = None,
+        arguments: Sequence[Argument] = (),
+        reasons: Sequence[str] = (),
+        irreversible: bool = False,
     ) -> AskHandle:
         """Raise an ask (``ask.raised``) and return its handle; ``await handle.wait()``.
+
+        ``arguments`` (each with the origin of its value), ``reasons`` and ``irreversible``
+        describe the call a permission is about (S1); the card shows them.
 
         Give a stable ``id`` to survive restarts: raised again after a restart under the same
         id, an ask answered before returns its recorded resolution and is not raised again;
@@ -304,6 +311,9 @@ class ConversationHandle:
                     push_title=push_title,
                     push_line=push_line,
                     raised_at=agent.now(),
+                    arguments=list(arguments),
+                    reasons=list(reasons),
+                    irreversible=irreversible,
                 )
             )
             existing = agent._open_asks.get(ask.id)
@@ -380,6 +390,10 @@ class ItemHandle:
     async def delta(self, text: str) -> None:
         """Append ``text`` to an item still being written (``item.delta``).
 
+        Returns once the delta is applied; it is committed with the deltas written in the
+        next few milliseconds, in one transaction, and sent to readers only then. Any other
+        write (``finish`` too) commits it first.
+
         Raises:
             LocalWireError: the item is final, its conversation closed, or its text too long.
         """
@@ -393,10 +407,10 @@ class ItemHandle:
             new = replace(item, text=item.text + text)
             if len(new.text) > MAX_TEXT:  # the limits a delta can break: length, and UTF-8
                 raise LocalWireError(f"item {item.id} is over {MAX_TEXT} characters")
-            checked(text)
+            # (a lone surrogate fails the event's encoding, which undoes the change)
             conv.agent._put_item(tx, conv, self._seq, new, text)
 
-        await conv.agent._transact(build)
+        await conv.agent._transact(build, defer=True)
 
     async def update(
         self,
@@ -524,6 +538,9 @@ class AskHandle:
         deadline: datetime | UnsetType | None = UNSET,
         push_title: str | UnsetType | None = UNSET,
         push_line: str | UnsetType | None = UNSET,
+        arguments: Sequence[Argument] | UnsetType = UNSET,
+        reasons: Sequence[str] | UnsetType = UNSET,
+        irreversible: bool | UnsetType = UNSET,
     ) -> None:
         """Change the ask's content: its version grows (``ask.changed``); an answer to the
         old version is answered ``changed``.
@@ -541,9 +558,14 @@ class AskHandle:
                 ("max_length", max_length),
                 ("push_title", push_title),
                 ("push_line", push_line),
+                ("irreversible", irreversible),
             )
             if v is not UNSET
         }
+        if not isinstance(arguments, UnsetType):
+            changes["arguments"] = list(arguments)
+        if not isinstance(reasons, UnsetType):
+            changes["reasons"] = list(reasons)
         if not isinstance(options, UnsetType):
             changes["options"] = list(options)
         if not isinstance(fields, UnsetType):
@@ -609,16 +631,25 @@ class AskHandle:
         await action(resolution)
         return True
 
+    async def answered_elsewhere(self) -> Resolution:
+        """The ask was answered somewhere other than through this agent (another channel of
+        a bridged runtime): it resolves ``answered`` with no request id, and a later reply is
+        answered ``answered``. Returns the resolution (the earlier one if it had ended)."""
+        return await self._end("answered")
+
     async def decide(self, answer: Answer | None = None) -> Resolution:
         """The agent decides the ask itself (``how=decided``); a later reply is answered
         ``decided``. Returns the resolution (the earlier one if the ask had already ended)."""
+        return await self._end("decided", answer)
+
+    async def _end(self, how: str, answer: Answer | None = None) -> Resolution:
         agent = self.conversation.agent
 
         async def build(tx: Tx) -> Resolution:
             if agent._open_asks.get(self.id) is not self:
                 assert self._resolution is not None
                 return self._resolution
-            resolution = Resolution(how="decided", at=agent.now(), answer=answer)
+            resolution = Resolution(how=how, at=agent.now(), answer=answer)
             agent._resolve(tx, self, resolution)
             return resolution
 

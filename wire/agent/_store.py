@@ -2,6 +2,12 @@
 
 Every access to the connection holds :attr:`Store.lock`: an aiosqlite connection runs one
 statement at a time, but a coroutine's transaction would interleave with another's without it.
+
+Group commit: a transaction built with ``defer=True`` (an item's delta) is applied in memory
+and queued; the queue is committed in one SQLite transaction a few milliseconds later, when it
+grows past :data:`BATCH`, or before anything else takes the lock (a command, a read, another
+write) — so every reader and writer sees only committed state. Its events reach no reader
+before that commit (wire/SPEC.md §10: an event the agent has sent is in its log).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import itertools
 import logging
 import os
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -21,13 +27,15 @@ import aiosqlite
 
 from wire.errors import LocalWireError
 from wire.messages import MAX_EVENT, AgentEvent, encode
-from wire.sse import encode_event
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+Params = Sequence[Any] | Callable[[], Sequence[Any]]
 
 SCHEMA_VERSION: Final = 1
 RING: Final = 4096  # events kept in memory for live readers; older ones are read from disk
+BATCH: Final = 512  # deferred transactions queued before the writer waits for their commit
+COMMIT_INTERVAL: Final = 0.002  # seconds a deferred transaction waits for others to join it
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -81,8 +89,9 @@ class Frame:
 
 
 def frame(event_id: int, type_: str, data: bytes) -> Frame:
-    """The frame of one event."""
-    return Frame(event_id, encode_event(event_id, type_, data.decode()))
+    """The frame of one event: its JSON holds no line break, nor does its tag (no
+    :func:`wire.sse.encode_event` checks needed)."""
+    return Frame(event_id, b"id: %d\nevent: %s\ndata: %s\n\n" % (event_id, type_.encode(), data))
 
 
 @dataclass(slots=True)
@@ -94,14 +103,19 @@ class Tx:
     """
 
     first_event_id: int
-    sql: list[tuple[str, Sequence[Any]]] = field(default_factory=list)
+    sql: list[tuple[str, Params]] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
     undo: list[Callable[[], object]] = field(default_factory=list)
     after: list[Callable[[], None]] = field(default_factory=list)
     touched: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    keys: dict[int, object] = field(default_factory=dict)
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        """Add a statement."""
+    def execute(self, sql: str, params: Params = (), *, key: object = None) -> None:
+        """Add a statement. A statement with a ``key`` replaces a whole row: when a group
+        commit holds several with the same key, only the last one runs (its ``params`` may
+        then be a function, called only for the one that runs)."""
+        if key is not None:
+            self.keys[len(self.sql)] = key
         self.sql.append((sql, params))
 
     def emit(self, event: AgentEvent) -> int:
@@ -148,6 +162,9 @@ class Store:
         self._db: aiosqlite.Connection | None = None
         self._wake = asyncio.Event()
         self._pending: set[asyncio.Task[Any]] = set()
+        self._queued: list[Tx] = []
+        self._flusher: asyncio.TimerHandle | None = None
+        self._failed: BaseException | None = None
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -182,22 +199,42 @@ class Store:
         """Let running transactions finish, then close the connection."""
         while self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
+        if self._queued and self._db is not None:
+            async with self.locked():
+                pass
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
         self.wake()
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Rows of a query; the caller holds :attr:`lock`."""
+        """Rows of a query; the caller holds :attr:`lock` (taken by :meth:`locked`)."""
         return list(await self.db.execute_fetchall(sql, params))
 
-    async def transact(self, build: Callable[[Tx], Awaitable[T]]) -> T:
+    @contextlib.asynccontextmanager
+    async def locked(self) -> AsyncIterator[None]:
+        """Hold :attr:`lock` with every queued transaction committed first."""
+        async with self.lock:
+            await self._flush()
+            yield
+
+    async def transact(self, build: Callable[[Tx], Awaitable[T]], *, defer: bool = False) -> T:
         """Build a transaction under the lock and commit it; returns what ``build`` returned.
 
         Runs in a task of its own that the caller's cancellation does not reach: a started
         write always ends, committed and applied, or rolled back and undone.
+
+        With ``defer``, ``build`` must not read the file: the transaction is queued for the
+        next group commit and this returns once it is applied in memory (it waits for the
+        commit only when :data:`BATCH` are queued). A group commit that fails undoes its
+        transactions, and the next deferred transaction raises its error.
         """
-        task = asyncio.ensure_future(self._transact(build))
+        if defer and self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
+        if defer and not self.lock.locked() and len(self._queued) < BATCH:
+            return await self._queue(build)
+        task = asyncio.ensure_future(self._transact(build, defer))
         self._pending.add(task)
         task.add_done_callback(self._done)
         return await asyncio.shield(task)
@@ -207,40 +244,134 @@ class Store:
         if not task.cancelled() and task.exception() is not None:
             log.debug("transaction failed", exc_info=task.exception())
 
-    async def _transact(self, build: Callable[[Tx], Awaitable[T]]) -> T:
+    async def _queue(self, build: Callable[[Tx], Awaitable[T]]) -> T:
+        # The lock is free, so nothing else is between build and commit: no task is needed.
         async with self.lock:
-            tx = Tx(first_event_id=self.last_event_id + 1)
+            tx = self._next_tx()
             try:
                 result = await build(tx)
-                if tx.sql:
-                    await self._commit(tx)
             except BaseException:
                 for undo in reversed(tx.undo):
                     undo()
                 raise
-            if tx.frames:
-                self.last_event_id = tx.frames[-1].id
-                self.ring.extend(tx.frames)
-            for fn in tx.after:
-                fn()
-            if tx.frames:
-                self.wake()
+            self._enqueue(tx)
             return result
 
-    async def _commit(self, tx: Tx) -> None:
-        db = self.db
+    def _next_tx(self) -> Tx:
+        last = self._queued[-1] if self._queued else None
+        first = last.first_event_id + len(last.frames) if last else self.last_event_id + 1
+        return Tx(first_event_id=first)
+
+    def _enqueue(self, tx: Tx) -> None:
+        if not tx.sql:
+            self._applied(tx)
+            return
+        self._queued.append(tx)
+        if self._flusher is None:
+            loop = asyncio.get_running_loop()
+            self._flusher = loop.call_later(COMMIT_INTERVAL, self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flusher = None
+        if self._queued:
+            task = asyncio.ensure_future(self._flush_locked())
+            self._pending.add(task)
+            task.add_done_callback(self._done)
+
+    async def _flush_locked(self) -> None:
+        async with self.lock:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        """Commit the queued transactions in one; the caller holds the lock."""
+        queued, self._queued = self._queued, []
+        if self._flusher is not None:
+            self._flusher.cancel()
+            self._flusher = None
+        if not queued:
+            return
+        try:
+            await self._commit(queued)
+        except BaseException as exc:
+            for tx in reversed(queued):
+                for undo in reversed(tx.undo):
+                    undo()
+            log.error("a group commit failed; its %d transactions are undone", len(queued))
+            self._failed = exc
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for tx in queued:
+            self._applied(tx, wake=False)
+        self.wake()
+
+    async def _transact(self, build: Callable[[Tx], Awaitable[T]], defer: bool) -> T:
+        async with self.locked():
+            tx = self._next_tx()
+            try:
+                result = await build(tx)
+                if defer and len(self._queued) < BATCH:
+                    self._enqueue(tx)
+                    return result
+                if tx.sql:
+                    await self._commit([tx])
+            except BaseException:
+                for undo in reversed(tx.undo):
+                    undo()
+                raise
+            self._applied(tx)
+            return result
+
+    def _applied(self, tx: Tx, *, wake: bool = True) -> None:
+        """Publish a committed transaction: its events to readers, its callbacks run."""
         if tx.frames:
-            last = tx.frames[-1].id
-            tx.execute("UPDATE meta SET value = ? WHERE key = 'last_event_id'", (last,))
+            self.last_event_id = tx.frames[-1].id
+            self.ring.extend(tx.frames)
+        for fn in tx.after:
+            fn()
+        if tx.frames and wake:
+            self.wake()
+
+    async def _commit(self, txs: list[Tx]) -> None:
+        db = self.db
+        last = self.last_event_id
+        for tx in txs:
+            if tx.frames:
+                last = tx.frames[-1].id
+        statements = [stmt for tx in txs for stmt in tx.sql]
+        # A keyed statement is dropped when a later one of the batch has the same key.
+        starts = itertools.accumulate((len(t.sql) for t in txs), initial=0)
+        keyed = [
+            (base + index, key)
+            for tx, base in zip(txs, starts, strict=False)
+            for index, key in tx.keys.items()
+        ]
+        last_of = {key: index for index, key in keyed}
+        dropped = {index for index, key in keyed if last_of[key] != index}
+        if last != self.last_event_id:
+            statements.append(("UPDATE meta SET value = ? WHERE key = 'last_event_id'", (last,)))
             if last - self.pruned_through > self.keep_events:
                 pruned = last - self.keep_events
-                tx.execute("DELETE FROM events WHERE id <= ?", (pruned,))
-                tx.execute("UPDATE meta SET value = ? WHERE key = 'pruned_through'", (pruned,))
-                tx.on_commit(lambda: setattr(self, "pruned_through", pruned))
+                statements.append(("DELETE FROM events WHERE id <= ?", (pruned,)))
+                statements.append(
+                    ("UPDATE meta SET value = ? WHERE key = 'pruned_through'", (pruned,))
+                )
+                txs[-1].on_commit(lambda: setattr(self, "pruned_through", pruned))
         await db.execute("BEGIN IMMEDIATE")
         try:
-            for sql, params in tx.sql:
-                await db.execute(sql, params)
+            # Runs of one statement go in one executemany: one trip to SQLite's thread.
+            run: list[Sequence[Any]] = []
+            run_sql = ""
+            for index, (sql, params) in enumerate(statements):
+                if index in dropped:
+                    continue
+                if sql != run_sql and run:
+                    await db.executemany(run_sql, run)
+                    run = []
+                run_sql = sql
+                run.append(params() if callable(params) else params)
+            if run:
+                await db.executemany(run_sql, run)
             await db.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(Exception):
@@ -266,7 +397,7 @@ class Store:
         if ring and ring[0].id <= after + 1:
             start = after + 1 - ring[0].id
             return list(itertools.islice(ring, start, start + limit))
-        async with self.lock:
+        async with self.locked():
             if after < self.pruned_through:
                 return None
             rows = await self.fetch(

@@ -1,0 +1,223 @@
+"""Issue 16: one gateway carrying a crew's agents, at 100, 300 and 1,000 agents.
+
+Run: ``python bench/scale_bench.py [--sizes 100,300,1000] [--window 6] [--py-spy DIR]``.
+
+SDK agents, several hundred per helper process (``bench/_agents.py``), each on its own Unix
+socket with two open conversations. For each size a fresh gateway follows the first N of
+them; during a window of ``--window`` seconds, 20 agents stream replies at 50 deltas/s each
+(each delta's text is its send time), one ask a second is raised on one of the others (and
+decided by its agent half a second later), and the phone — this process — follows the live
+stream with one streaming chat open and reads the dashboard ten times a second. Printed per
+size: the gateway's CPU share of one core, its RSS, the dashboard p50/p99 and the phone's
+delay per delta p50/p99 (send to arrival); and the growth from the smallest size, the
+baseline of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import re
+import time
+from typing import Any
+
+import aiohttp
+from _common import (
+    Child,
+    Json,
+    Probe,
+    Timer,
+    bench_main,
+    cpu_seconds,
+    heading,
+    pct,
+    ratio,
+    row,
+    rss_kib,
+    short_dir,
+    sse_events,
+    start_agents,
+    start_gateway,
+    write_sources,
+)
+
+STREAMERS = 20
+RATE = 50.0  # deltas/s for each streaming agent
+PER_PROCESS = 250  # SDK agents per helper process
+STAMP = re.compile(r"t(\d+\.\d+) ")
+CHAT = "c-bench"  # bench/_agents.py: CHAT_ID
+
+
+async def phone_stream(http: aiohttp.ClientSession, delays: list[tuple[float, float]]) -> None:
+    """The phone's live stream: for each delta of a ``chat.delta``, (sent, arrived)."""
+    async with http.get("/api/v1/events", timeout=aiohttp.ClientTimeout(total=None)) as resp:
+        async for event in sse_events(resp):
+            if event.event == "chat.delta":
+                now = time.time()
+                delays.extend((float(s), now) for s in STAMP.findall(event.data))
+
+
+async def open_chat(http: aiohttp.ClientSession, agent: str) -> None:
+    """The phone opens a streaming agent's chat (kept live from then on)."""
+    for _ in range(100):
+        async with http.get(f"/api/v1/agents/{agent}/conversations/{CHAT}") as resp:
+            if resp.status == 200:
+                return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"the chat of {agent} did not open")
+
+
+async def window(
+    port: int,
+    pid: int,
+    host_of: dict[str, Child],
+    names: list[str],
+    seconds: float,
+    probe: Probe,
+    phase: str,
+) -> Json:
+    delays: list[tuple[float, float]] = []
+    dash: list[float] = []
+    rng = random.Random(16)
+    async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http:
+        phone = asyncio.create_task(phone_stream(http, delays))
+        streamers = names[:STREAMERS]
+        await host_of[streamers[0]].call(
+            {"cmd": "stream_loop", "agents": streamers, "rate": RATE, "seconds": seconds + 1.5}
+        )
+        await open_chat(http, streamers[0])
+        await asyncio.sleep(0.5)
+        await probe.begin(phase)
+        cpu0, started = cpu_seconds(pid), time.time()
+        clock = Timer()
+        asks = 0
+        tick = 0
+        while clock.elapsed < seconds:
+            if tick % 10 == 0 and len(names) > STREAMERS:
+                agent = rng.choice(names[STREAMERS:])
+                await host_of[agent].call({"cmd": "ask_once", "agent": agent, "after": 0.5})
+                asks += 1
+            t = time.perf_counter()
+            async with http.get("/api/v1/dashboard") as resp:
+                await resp.read()
+                assert resp.status == 200
+            dash.append(time.perf_counter() - t)
+            tick += 1
+            await asyncio.sleep(max(0.0, tick * 0.1 - clock.elapsed))
+        cpu, took = cpu_seconds(pid) - cpu0, clock.elapsed
+        ended = time.time()
+        await probe.end(phase)
+        rss = rss_kib(pid)
+        await asyncio.sleep(0.3)  # the window's last deltas arrive
+        phone.cancel()
+        await asyncio.gather(phone, return_exceptions=True)
+    late = [arrived - sent for sent, arrived in delays if started <= sent <= ended]
+    return {
+        "cpu_share": cpu / took,
+        "rss_kib": rss,
+        "dash": dash,
+        "delays": late,
+        "deltas_per_s": len(late) / took,
+        "asks": asks,
+    }
+
+
+async def run(args: argparse.Namespace) -> Json:
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    names = [f"a{i:04d}" for i in range(max(sizes))]
+    out: Json = {"sizes": {}}
+    with short_dir("sc-") as tmp:
+        clock = Timer()
+        specs = [
+            {"name": n, "socket": str(tmp / f"{n}.sock"), "state": str(tmp / f"{n}.db"), "open": 2}
+            for n in names
+        ]
+        groups = [specs[i : i + PER_PROCESS] for i in range(0, len(specs), PER_PROCESS)]
+        started = await asyncio.gather(*(start_agents(tmp, g, within=150.0) for g in groups))
+        children = [child for child, _ in started]
+        where: Json = {}
+        host_of: dict[str, Child] = {}
+        for child, ready in started:
+            where.update(ready)
+            host_of.update({name: child for name in ready})
+        out["agents_s"] = clock.elapsed
+        out["processes"] = len(children)
+        try:
+            for size in sizes:
+                sources = write_sources(
+                    tmp, {n: where[n] for n in names[:size]}, name=f"sources-{size}.json"
+                )
+                clock = Timer()
+                gateway, ready = await start_gateway(
+                    sources, tmp / f"gateway-{size}.db", "--ready-timeout", "120", within=150.0
+                )
+                try:
+                    probe = Probe(gateway, args.profile, args.py_spy)
+                    result = await window(
+                        ready["port"],
+                        gateway.pid,
+                        host_of,
+                        names[:size],
+                        args.window,
+                        probe,
+                        f"agents-{size}",
+                    )
+                finally:
+                    await gateway.close()
+                result["ready_s"] = ready["ready_s"]
+                result["probe"] = probe
+                out["sizes"][size] = result
+        finally:
+            await asyncio.gather(*(c.close() for c in children))
+    return out
+
+
+def report(r: Json, args: argparse.Namespace) -> None:
+    heading(
+        f"one gateway, N agents ({STREAMERS} streaming at {RATE:g} deltas/s each, one ask a "
+        f"second across the rest), {args.window:g} s each"
+    )
+    row(
+        "setup",
+        f"{max(r['sizes']):,} SDK agents in {r['processes']} processes, "
+        f"started in {r['agents_s']:.1f} s",
+    )
+    sizes: dict[int, Any] = r["sizes"]
+    for size, m in sizes.items():
+        row(f"{size:,} agents", f"all links Ready in {m['ready_s']:.1f} s, {m['asks']} asks")
+        row("  gateway CPU", f"{m['cpu_share'] * 100:.1f} % of one core")
+        row("  gateway RSS", f"{m['rss_kib'] / 1024:.0f} MiB")
+        d = m["dash"]
+        row(
+            "  dashboard p50 / p99",
+            f"{pct(d, 50) * 1e3:.2f} / {pct(d, 99) * 1e3:.2f} ms ({len(d)} reads)",
+        )
+        late = m["delays"]
+        row(
+            "  phone delay per delta p50 / p99",
+            f"{pct(late, 50) * 1e3:.1f} / {pct(late, 99) * 1e3:.1f} ms "
+            f"({m['deltas_per_s']:,.0f} deltas/s reached the phone)",
+        )
+    first, last = min(sizes), max(sizes)
+    if first != last:
+        a, b = sizes[first], sizes[last]
+        row(
+            f"growth {last:,} vs {first:,} agents",
+            f"CPU {ratio(b['cpu_share'], a['cpu_share'])}, RSS {ratio(b['rss_kib'], a['rss_kib'])}"
+            f", dashboard p99 {ratio(pct(b['dash'], 99), pct(a['dash'], 99))}"
+            f", delay p99 {ratio(pct(b['delays'], 99), pct(a['delays'], 99))}",
+        )
+    for m in sizes.values():
+        m["probe"].print()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="100,300,1000", help="agent counts, comma-separated")
+    p.add_argument("--window", type=float, default=6.0, help="seconds measured per size")
+    bench_main(p, run, report)
+
+
+if __name__ == "__main__":
+    main()
