@@ -35,7 +35,7 @@ from bridges.acp.jsonrpc import (
     Request,
     RequestId,
 )
-from bridges.acp.process import AcpProcess, Handler, ProcessGone, RpcFailed
+from bridges.acp.process import AcpProcess, ProcessGone, RpcFailed
 from bridges.acp.schema import (
     PROTOCOL_VERSION,
     CancelRequestParams,
@@ -123,7 +123,7 @@ def starters_for(cwds: Sequence[str]) -> list[Starter]:
     ]
 
 
-class AcpBridge(Handler):
+class AcpBridge:
     """Serve one ACP agent (``command``) as a wire-v1 agent kept in ``state_path``.
 
     Usage::

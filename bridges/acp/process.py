@@ -10,7 +10,7 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -49,19 +49,18 @@ class RpcFailed(Exception):
         self.error = error
 
 
-class Handler:
+class Handler(Protocol):
     """What the bridge does with what the process sends (every method is awaited in order,
     except requests, which run as their own tasks)."""
 
     async def on_request(self, proc: AcpProcess, request: Request) -> None:
-        raise NotImplementedError
+        """A request from the agent (a permission, an elicitation); answered by the handler."""
 
     async def on_notifications(self, proc: AcpProcess, notes: list[Notification]) -> None:
         """Notifications that arrived together, in order (so a handler may merge them)."""
-        raise NotImplementedError
 
     async def on_bad_line(self, proc: AcpProcess, problem: Invalid | Oversized) -> None:
-        raise NotImplementedError
+        """A line that is not JSON-RPC, or over the size cap; it was dropped."""
 
 
 class AcpProcess:
