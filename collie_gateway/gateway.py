@@ -126,6 +126,10 @@ class Gateway:
         for link in self.links.values():
             await link.close()
         await self.supervisor.close()
+        # A member's last rows are what its section shows after a restart: let their writes
+        # finish (one SQLite statement each) rather than cancel them.
+        saving = [t for t in self._tasks if t.get_name() == "crew-rows"]
+        await asyncio.gather(*saving, return_exceptions=True)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
