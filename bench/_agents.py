@@ -106,10 +106,13 @@ class Host:
         item = await conv.append(kind="reply", final=False)
         agent = self.agents[name]
         paced = bool(command.get("paced"))
+        gap = float(command.get("gap", 0.0))  # seconds between paced deltas (0: none)
         for index in range(int(command["deltas"])):
             await item.delta(f"w{index:04d} ")
             if paced:  # one commit, so one chunk on each stream, per delta
                 await agent._store.transact(_nothing)
+                if gap:
+                    await asyncio.sleep(gap)
         await item.finish()
         return {
             "item": item.id,

@@ -103,9 +103,10 @@ def row(label: str, text: str) -> None:
 class Child:
     """A helper process (``bench/<script>.py``) speaking one JSON object a line."""
 
-    def __init__(self, script: str, args: Sequence[str]) -> None:
+    def __init__(self, script: str, args: Sequence[str], tree: Path | None = None) -> None:
         self.script = script
         self.args = list(args)
+        self.tree = tree or REPO  # whose packages it imports (a baseline's worktree)
         self.proc: asyncio.subprocess.Process | None = None
 
     @property
@@ -117,7 +118,7 @@ class Child:
         self, within: float, on_spawn: Callable[[int], Awaitable[None]] | None = None
     ) -> Json:
         """Run the helper (``on_spawn(pid)`` first) and return its first line (it is ready)."""
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(BENCH)])}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(self.tree), str(BENCH)])}
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             str(BENCH / self.script),
@@ -343,9 +344,11 @@ async def start_gateway(
     *extra: str,
     within: float = 120.0,
     on_spawn: Callable[[int], Awaitable[None]] | None = None,
+    tree: Path | None = None,
 ) -> tuple[Child, Json]:
-    """Start ``_gateway.py``; returns it and its first line (port, Ready time, memory)."""
-    child = Child("_gateway.py", ["--sources", str(sources), "--db", str(db), *extra])
+    """Start ``_gateway.py``; returns it and its first line (port, Ready time, memory).
+    ``tree``: import the gateway from that worktree (a baseline), not this one."""
+    child = Child("_gateway.py", ["--sources", str(sources), "--db", str(db), *extra], tree)
     return child, await child.start(within, on_spawn)
 
 

@@ -112,7 +112,14 @@ async def wait_done(arrivals: Arrivals, within: float) -> None:
 
 
 async def deltas_part(
-    agents: Child, probe: Probe, port: int, direct_socket: str, n: int, paced: int
+    agents: Child,
+    probe: Probe,
+    port: int,
+    direct_socket: str,
+    n: int,
+    paced: int,
+    live: bool,
+    gap: float = 0.0,
 ) -> Json:
     out: Json = {}
     base = f"http://127.0.0.1:{port}"
@@ -122,18 +129,19 @@ async def deltas_part(
         async with http.get(f"/api/v1/agents/{CHAT}/conversations/{CONV}") as resp:
             assert resp.status == 200, await resp.text()  # the phone shows the chat
         await asyncio.sleep(0.2)
-        # --- live: both readers follow while the agent writes --------------------------------
-        before = (await agents.call({"cmd": "last_event", "agent": CHAT}))["last"]
-        direct = Arrivals(n)
-        reader = asyncio.create_task(direct_reader(direct_socket, before, direct))
-        await asyncio.sleep(0.2)
-        await probe.begin("live")
-        made = await agents.call({"cmd": "stream", "agent": CHAT, "deltas": n}, within=120.0)
-        await wait_done(direct, 30.0)
-        await wait_done(box[0], 30.0)
-        await probe.end("live")
-        reader.cancel()
-        out["live"] = {"made": made, "direct": direct, "phone": box[0]}
+        if live:
+            # --- live: both readers follow while the agent writes ----------------------------
+            before = (await agents.call({"cmd": "last_event", "agent": CHAT}))["last"]
+            direct = Arrivals(n)
+            reader = asyncio.create_task(direct_reader(direct_socket, before, direct))
+            await asyncio.sleep(0.2)
+            await probe.begin("live")
+            made = await agents.call({"cmd": "stream", "agent": CHAT, "deltas": n}, within=120.0)
+            await wait_done(direct, 30.0)
+            await wait_done(box[0], 30.0)
+            await probe.end("live")
+            reader.cancel()
+            out["live"] = {"made": made, "direct": direct, "phone": box[0]}
         # --- backlog: written while the gateway's link is away, then caught up ---------------
         box[0] = Arrivals(n)
         await agents.call({"cmd": "pause", "agent": CHAT})
@@ -162,7 +170,8 @@ async def deltas_part(
             await probe.begin(mode)
             took = Timer()
             made = await agents.call(
-                {"cmd": "stream", "agent": CHAT, "deltas": paced, "paced": True}, within=120.0
+                {"cmd": "stream", "agent": CHAT, "deltas": paced, "paced": True, "gap": gap},
+                within=120.0,
             )
             for b in boxes:
                 await wait_done(b[0], 30.0)
@@ -243,31 +252,136 @@ async def write_part(tmp: Path, n: int) -> Json:
     return out
 
 
-async def run(args: argparse.Namespace) -> Json:
+def chat_spec(tmp: Path) -> Json:
+    """The agent that streams the replies (with a second socket for the direct reader)."""
+    return {
+        "name": CHAT,
+        "socket": str(tmp / "chat.sock"),
+        "extra_sockets": [str(tmp / "chat-direct.sock")],
+        "state": str(tmp / "chat.db"),
+        "chat": True,
+        "keep_events": 100_000,
+    }
+
+
+async def relay_run(args: argparse.Namespace) -> Json:
+    """``--relay``: (a2) and its backlog baseline only, ``--repeat`` times; with ``--baseline
+    TREE`` each round runs that worktree's gateway first, then this one's (fresh gateways,
+    the same agent), so both sides see the same machine."""
+    sides: list[tuple[str, Path | None]] = [("this", None)]
+    if args.baseline is not None:
+        sides.insert(0, ("base", args.baseline.resolve()))
+    out: dict[str, list[Json]] = {name: [] for name, _ in sides}
     with short_dir() as tmp:
-        writes = await write_part(tmp, args.deltas)
-        spec = [
-            {
-                "name": CHAT,
-                "socket": str(tmp / "chat.sock"),
-                "extra_sockets": [str(tmp / "chat-direct.sock")],
-                "state": str(tmp / "chat.db"),
-                "chat": True,
-                "keep_events": 100_000,
-            },
-            {
-                "name": "closed100k",
-                "socket": str(tmp / "c100k.sock"),
-                "state": str(tmp / "c100k.db"),
-                "closed": 100_000,
-            },
-            {
-                "name": "closed1k",
-                "socket": str(tmp / "c1k.sock"),
-                "state": str(tmp / "c1k.db"),
-                "closed": 1_000,
-            },
-        ]
+        agents, where = await start_agents(tmp, [chat_spec(tmp)])
+        try:
+            sources = write_sources(tmp, where)
+            for i in range(args.repeat):
+                for name, tree in sides:
+                    extra = ["--fast"]
+                    spy = prof = None
+                    if args.py_spy is not None:
+                        spy = args.py_spy / f"{name}{i}"
+                        spy.mkdir(exist_ok=True)
+                    if args.profile is not None:
+                        prof = args.profile / f"{name}{i}"
+                        prof.mkdir(exist_ok=True)
+                        extra += ["--profile", str(prof / "gateway.prof")]
+                    gateway, ready = await start_gateway(
+                        sources, tmp / f"gw-{name}-{i}.db", *extra, tree=tree
+                    )
+                    probe = Probe(gateway, prof, spy)
+                    try:
+                        deltas = await deltas_part(
+                            agents,
+                            probe,
+                            ready["port"],
+                            where[CHAT]["extra"][0],
+                            args.deltas,
+                            args.paced,
+                            live=False,
+                            gap=args.gap / 1e3,
+                        )
+                    finally:
+                        await gateway.close()
+                    out[name].append({"deltas": deltas, "probe": probe})
+        finally:
+            await agents.close()
+    return {"relay": out}
+
+
+def relay_report(r: Json, args: argparse.Namespace) -> None:
+    """Per round and side: the gateway's CPU per paced delta (1 and 10 phones), the backlog's."""
+    pace = f", {args.gap:g} ms apart" if args.gap else ""
+    heading(
+        f"(a2) {args.paced:,} deltas committed one by one{pace}: gateway CPU per live delta "
+        f"(process CPU / deltas), {args.repeat} round(s)"
+    )
+    medians: dict[str, dict[str, float]] = {}
+    for name, rounds in r["relay"].items():
+        figures: dict[str, list[float]] = {"paced1": [], "paced10": [], "backlog": []}
+        for i, one in enumerate(rounds):
+            d, cpu = one["deltas"], one["probe"].cpu
+            for mode in ("paced1", "paced10"):
+                figures[mode].append(cpu[mode] / args.paced * 1e6)
+            figures["backlog"].append(cpu["backlog"] / args.deltas * 1e6)
+            missing = [
+                f"{mode}: {[len(a.times) for a in d[mode]['phones']]}"
+                for mode in ("paced1", "paced10")
+                if any(len(a.times) != args.paced or a.resets for a in d[mode]["phones"])
+            ]
+            wrote = args.paced / d["paced1"]["made"]["seconds"]
+            row(
+                f"  {name} round {i + 1}",
+                f"1 phone {figures['paced1'][-1]:.0f} µs, 10 phones {figures['paced10'][-1]:.0f}"
+                f" µs, backlog {figures['backlog'][-1]:.0f} µs (agent wrote {wrote:,.0f}/s)"
+                + (f" INCOMPLETE {missing}" if missing else ""),
+            )
+        medians[name] = {k: pct(v, 50) for k, v in figures.items()}
+    for name, m in medians.items():
+        row(
+            f"  {name}: median",
+            f"1 phone {m['paced1']:.0f} µs, 10 phones {m['paced10']:.0f} µs, "
+            f"backlog {m['backlog']:.0f} µs",
+        )
+    if "base" in medians:
+        b, t = medians["base"], medians["this"]
+        row(
+            "  ratio this / base (medians)",
+            f"1 phone {ratio(t['paced1'], b['paced1'])}, "
+            f"10 phones {ratio(t['paced10'], b['paced10'])}",
+        )
+    t = medians["this"]
+    row(f"  target <= {RELAY_TARGET_US} µs (1)", verdict(t["paced1"] <= RELAY_TARGET_US))
+    row(f"  target <= {RELAY10_TARGET_US} µs (10)", verdict(t["paced10"] <= RELAY10_TARGET_US))
+    for name, rounds in r["relay"].items():
+        for i, one in enumerate(rounds):
+            if one["probe"].spied or one["probe"].dumps:
+                heading(f"{name} round {i + 1}")
+                one["probe"].print()
+
+
+async def run(args: argparse.Namespace) -> Json:
+    if args.relay:
+        return await relay_run(args)
+    with short_dir() as tmp:
+        writes = None if args.relay else await write_part(tmp, args.deltas)
+        spec = [chat_spec(tmp)]
+        if not args.relay:
+            spec += [
+                {
+                    "name": "closed100k",
+                    "socket": str(tmp / "c100k.sock"),
+                    "state": str(tmp / "c100k.db"),
+                    "closed": 100_000,
+                },
+                {
+                    "name": "closed1k",
+                    "socket": str(tmp / "c1k.sock"),
+                    "state": str(tmp / "c1k.db"),
+                    "closed": 1_000,
+                },
+            ]
         clock = Timer()
         agents, where = await start_agents(tmp, spec)
         seeded_s = clock.elapsed
@@ -281,11 +395,13 @@ async def run(args: argparse.Namespace) -> Json:
             direct_socket = where[CHAT]["extra"][0]
             probe = Probe(gateway, args.profile, args.py_spy)
             deltas = await deltas_part(
-                agents, probe, ready["port"], direct_socket, args.deltas, args.paced
+                agents, probe, ready["port"], direct_socket, args.deltas, args.paced, not args.relay
             )
-            await probe.begin("list")
-            lists = await list_part(ready["port"], where, args.rounds, budget_s=40.0)
-            await probe.end("list")
+            lists = None
+            if not args.relay:
+                await probe.begin("list")
+                lists = await list_part(ready["port"], where, args.rounds, budget_s=40.0)
+                await probe.end("list")
         finally:
             if gateway is not None:
                 await gateway.close()
@@ -300,12 +416,17 @@ async def run(args: argparse.Namespace) -> Json:
 
 
 def report(r: Json, args: argparse.Namespace) -> None:
+    if "relay" in r:
+        relay_report(r, args)
+        return
     n = args.deltas
     heading(f"(a) a streamed reply of {n:,} deltas: deltas/s reaching the reader")
     for mode, text in (
         ("live", "live (both follow while the agent writes)"),
         ("backlog", "backlog (written while the link was away)"),
     ):
+        if mode not in r["deltas"]:
+            continue
         m = r["deltas"][mode]
         direct: Arrivals = m["direct"]
         phone: Arrivals = m["phone"]
@@ -362,6 +483,9 @@ def report(r: Json, args: argparse.Namespace) -> None:
     for phones, target in ((1, RELAY_TARGET_US), (10, RELAY10_TARGET_US)):
         row(f"  target <= {target} µs ({phones})", verdict(per_phone[phones] <= target))
 
+    if args.relay:
+        r["probe"].print()
+        return
     heading("(b) one list page: GET /api/v1/agents/{agent}/conversations (a visit)")
     lists = r["lists"]
     times = lists["times"]
@@ -406,6 +530,12 @@ def main() -> None:
     p.add_argument("--deltas", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=300, help="list visits per agent")
     p.add_argument("--paced", type=int, default=2000, help="deltas committed one by one")
+    p.add_argument(
+        "--relay", action="store_true", help="only (a2) and its backlog baseline (issue 16 e)"
+    )
+    p.add_argument("--baseline", type=Path, help="--relay: a worktree whose gateway to compare")
+    p.add_argument("--repeat", type=int, default=3, help="--relay: rounds (each side once)")
+    p.add_argument("--gap", type=float, default=0.0, help="ms the agent waits after each delta")
     bench_main(p, run, report)
 
 

@@ -69,7 +69,7 @@ class Gateway:
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.store = store
-        self.bus = PhoneBus(settings.phone_ring)
+        self.bus = PhoneBus(settings.phone_ring, settings.stream_frame)
         self.sources: dict[str, Source] = {s.name: s for s in settings.sources}
         self.mirrors: dict[str, AgentMirror] = {}
         self.links: dict[str, AgentLink] = {}

@@ -2,11 +2,18 @@
 
 Event ids are ``<boot>-<seq>``: a phone that reconnects after the gateway restarted (another
 boot) or that fell out of the ring gets a ``reset`` and reads its screens again.
+
+Streams are written at most once a frame, on one clock for every phone (issue 16): an event
+is encoded once, queued on each stream, and the streams are woken together — at once after a
+quiet frame, else at the frame's end — so a streamed reply costs one timer a frame, not one
+per phone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import secrets
 from collections import deque
 from dataclasses import dataclass
@@ -37,7 +44,8 @@ class PhoneEvent:
 
 class Subscription:
     """One phone's stream: the encoded frames not yet written, bounded; a phone that falls too
-    far behind is reset. :attr:`ready` is set while frames wait or once the stream is ended."""
+    far behind is reset. :attr:`ready` is set when its frames are due (the bus's frame clock)
+    or once the stream is ended."""
 
     def __init__(self, bus: PhoneBus, limit: int) -> None:
         self._bus = bus
@@ -54,12 +62,11 @@ class Subscription:
             self.ready.set()
 
     def push(self, frame: bytes) -> None:
+        """Queue a frame; the bus wakes the reader when the frame is due."""
         if len(self._frames) >= self._limit:
             self.overflowed = True
             return
         self._frames.append(frame)
-        if not self.ready.is_set():
-            self.ready.set()
 
     @property
     def pending(self) -> int:
@@ -85,8 +92,11 @@ class Subscription:
 class PhoneBus:
     """Fan-out of phone events with replay from a ring of the newest ``ring`` events."""
 
-    def __init__(self, ring: int = 10_000) -> None:
+    def __init__(self, ring: int = 10_000, frame: float = 0.0) -> None:
         self.boot = secrets.token_hex(4)
+        self.frame = frame  # seconds between two wakes of the streams (0: at each event)
+        self._last_wake = -math.inf  # loop time of the last wake
+        self._timer: asyncio.TimerHandle | None = None
         self._seq = 0
         self._ring: deque[PhoneEvent] = deque(maxlen=ring)
         self._subs: set[Subscription] = set()
@@ -96,6 +106,9 @@ class PhoneBus:
     def close(self) -> None:
         """End every stream, now and any opened later (the gateway is stopping)."""
         self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for sub in list(self._subs):
             sub.end()
 
@@ -118,7 +131,31 @@ class PhoneBus:
             frame = event.frame  # encoded once for every phone
             for sub in self._subs:
                 sub.push(frame)
+            if self._timer is None and any(not sub.ready.is_set() for sub in self._subs):
+                self._wake_soon()
         return event
+
+    def _wake_soon(self) -> None:
+        """Wake the streams now if a frame has passed since the last wake, else at its end."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a test of the bus alone): nothing to wait with
+            self._wake()
+            return
+        due = self._last_wake + self.frame
+        if loop.time() >= due:
+            self._wake()
+        else:
+            self._timer = loop.call_at(due, self._wake)
+
+    def _wake(self) -> None:
+        """Wake every stream with frames waiting (the events since the last wake)."""
+        self._timer = None
+        with contextlib.suppress(RuntimeError):
+            self._last_wake = asyncio.get_running_loop().time()
+        for sub in self._subs:
+            if sub.pending and not sub.ready.is_set():
+                sub.ready.set()
 
     def subscribe(self, last_event_id: str | None) -> tuple[Subscription, list[PhoneEvent] | None]:
         """A new subscription, and the events to replay first (``None``: the phone must reset).

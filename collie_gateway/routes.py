@@ -189,12 +189,13 @@ async def events(request: web.Request) -> web.StreamResponse:
             await resp.write(PhoneEvent(gw.bus.last_id, "reset", b"{}").frame)
         elif replay:
             await resp.write(b"".join(event.frame for event in replay))
-        frame_s = gw.settings.stream_frame
         while True:
             if sub.overflowed:
                 await resp.write(PhoneEvent(gw.bus.last_id, "reset", b"{}").frame)
                 break
-            if not sub.pending:
+            if not sub.ready.is_set():
+                # Woken by the bus's frame clock (at most once a frame, every phone at once):
+                # what arrives meanwhile (a streamed reply's deltas) goes out in one write.
                 try:
                     async with asyncio.timeout(PING_SECONDS):
                         await sub.ready.wait()
@@ -206,10 +207,6 @@ async def events(request: web.Request) -> web.StreamResponse:
                 await resp.write(b"".join(frames))
             if sub.ended and not sub.pending:
                 break  # the gateway stops: the phone reconnects to the next run
-            if frames and not sub.ended:
-                # At most one write a frame: what arrives meanwhile (a streamed reply's
-                # deltas) goes out with the next — one send and one wake-up for many events.
-                await asyncio.sleep(frame_s)
     except ConnectionResetError:
         return resp
     finally:

@@ -19,6 +19,8 @@ _BOM: Final = b"\xef\xbb\xbf"
 _EOL: Final = re.compile(rb"[\r\n]")
 _LF: Final = 0x0A
 _CR: Final = 0x0D
+# The shape every wire v1 event has (wire/SPEC.md §9): parsed by one match, not line by line.
+_CANONICAL: Final = re.compile(rb"id: ?([^\r\n\x00]*)\nevent: ?([^\r\n]*)\ndata: ?([^\r\n]*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +92,29 @@ class SSEParser:
             self._at_start = False
         events: list[SSEEvent] = []
         pos = 0
+        whole = 0  # where a whole event may start (-1: no blank line follows)
         while True:
+            if 0 <= whole <= pos and not self._data and not self._event and not self._skip_lf:
+                # At the start of an event: one in the canonical shape (id, event, data, blank
+                # line; each field once) is taken whole; any other goes line by line below.
+                end = buf.find(b"\n\n", pos)
+                if end < 0:
+                    whole = -1
+                elif (m := _CANONICAL.fullmatch(buf, pos, end)) is not None and (
+                    end - pos <= self.max_line and len(m[3]) <= self.max_data
+                ):
+                    self.last_event_id = m[1].decode("utf-8", "replace")
+                    name = m[2].decode("utf-8", "replace")
+                    events.append(
+                        SSEEvent(
+                            self.last_event_id, name or "message", m[3].decode("utf-8", "replace")
+                        )
+                    )
+                    pos = end + 2
+                    self._scanned = 0
+                    continue
+                else:
+                    whole = end + 2  # this one goes line by line
             if self._skip_lf and pos < len(buf):
                 self._skip_lf = False
                 if buf[pos] == _LF:

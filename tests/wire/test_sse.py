@@ -217,3 +217,54 @@ def _outcome(parser: SSEParser, chunks: list[bytes]) -> list[SSEEvent] | type[Re
     except RemoteWireError as exc:
         return type(exc)
     return events
+
+
+_FIELD_LINES = st.sampled_from(
+    [
+        b"id: 7",
+        b"id:8",
+        b"id:  9",
+        b"id: a\x00b",
+        b"id: ",
+        b"event: item.delta",
+        b"event:",
+        b"event:  x",
+        b"data: {}",
+        b"data:",
+        b"data: two\r",
+        b": ping",
+        b"retry: 5",
+        b"",
+        b"\xef\xbb\xbf",
+        b"data: " + b"x" * 140,
+    ]
+)
+
+
+@given(
+    events=st.lists(
+        st.one_of(
+            st.builds(
+                lambda i, e, d: b"id: %d\nevent: %s\ndata: %s\n\n" % (i, e, d),
+                st.integers(0, 99),
+                st.sampled_from([b"item.delta", b"", b"x y"]),
+                st.sampled_from([b"{}", b"", b"a b", b"x" * 100, b"x" * 130]),
+            ),
+            st.lists(_FIELD_LINES, max_size=5).map(lambda ls: b"\n".join(ls) + b"\n"),
+        ),
+        max_size=8,
+    ),
+    cuts=st.lists(st.integers(0, 800), max_size=4),
+)
+def test_whole_events_parse_as_line_by_line(events: list[bytes], cuts: list[int]) -> None:
+    """Issue 16: the canonical event taken in one match gives what the line-by-line reading
+    gives (a byte at a time never holds a whole event), however the stream is split."""
+    data = b"".join(events)
+    points = sorted(c for c in cuts if c <= len(data))
+    chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+    for max_line in (64, 96, 200):  # a line over its limit; an event's data over its limit
+        one_by_one = _outcome(
+            SSEParser(max_line=max_line, max_data=128), [bytes([b]) for b in data]
+        )
+        assert _outcome(SSEParser(max_line=max_line, max_data=128), chunks) == one_by_one
+        assert _outcome(SSEParser(max_line=max_line, max_data=128), [data]) == one_by_one
