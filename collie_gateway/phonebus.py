@@ -41,7 +41,6 @@ class PhoneEvent:
         )
 
 
-
 class Subscription:
     """One phone's stream: the encoded frames not yet written, bounded; a phone that falls too
     far behind is reset. :attr:`ready` is set when its frames are due (the bus's frame clock)

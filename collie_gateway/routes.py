@@ -49,7 +49,7 @@ from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit,
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
 from collie_gateway.openapi import Param, Route, flag_param, openapi_document
-from collie_gateway.phonebus import PhoneEvent
+from collie_gateway.phonebus import PhoneEvent, Subscription
 from collie_gateway.pushing import DeviceError, DeviceIn, PresenceIn
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.cards import CardState, TapOutcome, outcome_line
@@ -181,6 +181,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         }
     )
     gw.pushing.stream_opened(stream_id, screen)
+    pinger: _Pinger | None = None
     try:
         await resp.prepare(request)
         hello = _encoder.encode({"stream_id": stream_id, "screen": screen})
@@ -189,6 +190,7 @@ async def events(request: web.Request) -> web.StreamResponse:
             await resp.write(PhoneEvent(gw.bus.last_id, "reset", b"{}").frame)
         elif replay:
             await resp.write(b"".join(event.frame for event in replay))
+        pinger = _Pinger(sub)
         while True:
             if sub.overflowed:
                 await resp.write(PhoneEvent(gw.bus.last_id, "reset", b"{}").frame)
@@ -196,26 +198,55 @@ async def events(request: web.Request) -> web.StreamResponse:
             if not sub.ready.is_set():
                 # Woken by the bus's frame clock (at most once a frame, every phone at once):
                 # what arrives meanwhile (a streamed reply's deltas) goes out in one write.
-                try:
-                    async with asyncio.timeout(PING_SECONDS):
-                        await sub.ready.wait()
-                except TimeoutError:
-                    await resp.write(b": ping\n\n")
-                    continue
+                await sub.ready.wait()
             frames = sub.take(WRITE_BATCH)
             if frames:
                 await resp.write(b"".join(frames))
+                pinger.wrote()
+            elif pinger.due:
+                await resp.write(b": ping\n\n")
+                pinger.wrote()
             if sub.ended and not sub.pending:
                 break  # the gateway stops: the phone reconnects to the next run
     except ConnectionResetError:
         return resp
     finally:
+        if pinger is not None:
+            pinger.stop()
         sub.close()
         gw.pushing.stream_closed(stream_id)
     with contextlib.suppress(ConnectionResetError):
         await resp.write_eof()
     return resp
 
+
+class _Pinger:
+    """A ``: ping`` after ``PING_SECONDS`` of silence on a stream: one timer, moved on only when
+    it fires (not one per wait: a streamed reply wakes a stream every frame)."""
+
+    def __init__(self, sub: Subscription) -> None:
+        self._sub = sub
+        self._loop = asyncio.get_running_loop()
+        self._last = self._loop.time()
+        self.due = False
+        self._timer = self._loop.call_at(self._last + PING_SECONDS, self._fire)
+
+    def wrote(self) -> None:
+        """Something went out now."""
+        self._last = self._loop.time()
+        self.due = False
+
+    def _fire(self) -> None:
+        now = self._loop.time()
+        if now >= self._last + PING_SECONDS:
+            self.due = True
+            self._sub.ready.set()  # the stream's reader writes the ping
+            self._timer = self._loop.call_at(now + PING_SECONDS, self._fire)
+        else:
+            self._timer = self._loop.call_at(self._last + PING_SECONDS, self._fire)
+
+    def stop(self) -> None:
+        self._timer.cancel()
 
 
 async def openapi(request: web.Request) -> web.Response:

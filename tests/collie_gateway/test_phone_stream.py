@@ -11,9 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 
+from collie_gateway import routes
 from collie_gateway.gateway import Gateway
 from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source
@@ -284,3 +286,37 @@ async def test_reset_for_a_phone_that_fell_out_of_the_ring(rig: Rig) -> None:
     await eventually(lambda: bool(back.events))
     assert back.events[0].type == "reset"  # older than the ring keeps: read the screens again
     await back.close()
+
+
+async def test_a_quiet_stream_is_pinged_and_a_busy_one_is_not(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `: ping` comes after PING_SECONDS of silence on the stream, and not while events come
+    more often than that (issue 16: one ping timer a stream, not one per wait)."""
+    monkeypatch.setattr(routes, "PING_SECONDS", 0.3)
+    client, _gw, _agent, conv = await start(rig)
+    resp = await client.get("/api/v1/events")
+    seen: list[tuple[float, bytes]] = []
+    loop = asyncio.get_running_loop()
+
+    async def read() -> None:
+        async for chunk in resp.content.iter_any():
+            seen.append((loop.time(), chunk))
+
+    reader = asyncio.create_task(read())
+    try:
+        await eventually(lambda: any(b": ping\n\n" in c for _, c in seen))  # quiet: pinged
+        busy_from = loop.time()
+        for n in range(12):  # an event every 0.1 s for 1.2 s: never 0.3 s of silence
+            await conv.update(subtitle=f"busy {n}")
+            await asyncio.sleep(0.1)
+        busy = [c for t, c in seen if busy_from + 0.05 < t < loop.time() - 0.05]
+        assert busy
+        assert not any(b": ping" in c for c in busy)
+        quiet_from = loop.time()
+        await eventually(lambda: any(t > quiet_from and b": ping\n\n" in c for t, c in seen))
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+        resp.close()

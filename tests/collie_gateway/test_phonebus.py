@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -143,6 +144,8 @@ def test_a_reopened_bus_takes_streams_again_and_replays_the_same_boot() -> None:
     assert not sub.ended
     assert replay is not None
     assert [json.loads(e.data)["n"] for e in replay] == [2]
+
+
 def test_closing_ends_every_stream_after_what_it_queued() -> None:
     # Issue 10: a stopping gateway ends each live stream; events queued first still go out.
     bus = PhoneBus()
@@ -156,3 +159,35 @@ def test_closing_ends_every_stream_after_what_it_queued() -> None:
     late, _ = bus.subscribe(None)  # a stream opened while stopping ends at once
     assert late.ended
     assert late.ready.is_set()
+
+
+async def test_streams_are_woken_together_at_most_once_a_frame() -> None:
+    # Issue 16: one clock for every phone — the first event after a quiet frame wakes the
+    # streams at once, later ones wait for the frame's end and go out together.
+    loop = asyncio.get_running_loop()
+    bus = PhoneBus(frame=0.2)
+    one, _ = bus.subscribe(None)
+    two, _ = bus.subscribe(None)
+    first = bus.publish("chat.delta", {"text": "a"})
+    assert one.ready.is_set()
+    assert two.ready.is_set()
+    assert one.take(10) == two.take(10) == [first.frame]
+    woken = loop.time()
+    later = [bus.publish("chat.delta", {"text": t}) for t in "bc"]
+    assert not one.ready.is_set()
+    assert not two.ready.is_set()
+    await asyncio.wait_for(asyncio.gather(one.ready.wait(), two.ready.wait()), 2.0)
+    assert loop.time() - woken >= 0.19
+    assert one.take(10) == two.take(10) == [e.frame for e in later]
+
+
+async def test_an_ended_bus_wakes_its_streams_at_once() -> None:
+    bus = PhoneBus(frame=10.0)
+    sub, _ = bus.subscribe(None)
+    bus.publish("chat.delta", {"text": "a"})
+    sub.take(10)
+    bus.publish("chat.delta", {"text": "b"})  # inside the frame: waits for its end
+    assert not sub.ready.is_set()
+    bus.close()
+    assert sub.ready.is_set()
+    assert len(sub.take(10)) == 1
