@@ -310,6 +310,7 @@ class AgentLink:
             # asserts on a response that just ended; nothing else reads while we wait.
             transport = resp.connection.transport if resp.connection is not None else None
             last = 0.0
+            resume: asyncio.TimerHandle | None = None
             try:
                 async for chunk in resp.content.iter_any():
                     decoded = [(sse.id, self._decode(sse.data)) for sse in parser.feed(chunk)]
@@ -327,18 +328,21 @@ class AgentLink:
                         # token): let a frame's worth gather in the socket, read it in one go
                         # and relay it as one phone event (coalesce), not one wake-up each.
                         # (A backlog comes in big chunks, read at once; other events are not
-                        # held back.)
+                        # held back.) A timer resumes reading and the data wakes this task:
+                        # one wake-up a frame, not two.
                         transport.pause_reading()
-                        try:
-                            await asyncio.sleep(frame)
-                        finally:
-                            transport.resume_reading()
-                        now = loop.time()
+                        if resume is not None:
+                            resume.cancel()
+                        resume = loop.call_later(frame, transport.resume_reading)
+                        now += frame
                     last = now
             except TimeoutError:
                 raise AgentUnreachable("the event stream went silent", timed_out=True) from None
             except (aiohttp.ClientError, OSError) as exc:
                 raise AgentUnreachable(f"event stream: {type(exc).__name__}: {exc}") from None
+            finally:
+                if resume is not None:
+                    resume.cancel()
 
     def _decode(self, data: str) -> AgentEvent | None:
         try:
