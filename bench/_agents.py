@@ -107,12 +107,17 @@ class Host:
         agent = self.agents[name]
         paced = bool(command.get("paced"))
         gap = float(command.get("gap", 0.0))  # seconds between paced deltas (0: none)
+        rate = float(command.get("rate", 0.0))  # paced deltas a second (0: as commits go)
+        loop = asyncio.get_running_loop()
+        begun = loop.time()
         for index in range(int(command["deltas"])):
             await item.delta(f"w{index:04d} ")
             if paced:  # one commit, so one chunk on each stream, per delta
                 await agent._store.transact(_nothing)
                 if gap:
                     await asyncio.sleep(gap)
+                if rate:  # the next delta's slot; no wait when behind
+                    await asyncio.sleep(max(0.0, begun + (index + 1) / rate - loop.time()))
         await item.finish()
         return {
             "item": item.id,

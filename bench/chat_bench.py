@@ -120,6 +120,7 @@ async def deltas_part(
     paced: int,
     live: bool,
     gap: float = 0.0,
+    rate: float = 0.0,
 ) -> Json:
     out: Json = {}
     base = f"http://127.0.0.1:{port}"
@@ -170,7 +171,14 @@ async def deltas_part(
             await probe.begin(mode)
             took = Timer()
             made = await agents.call(
-                {"cmd": "stream", "agent": CHAT, "deltas": paced, "paced": True, "gap": gap},
+                {
+                    "cmd": "stream",
+                    "agent": CHAT,
+                    "deltas": paced,
+                    "paced": True,
+                    "gap": gap,
+                    "rate": rate,
+                },
                 within=120.0,
             )
             for b in boxes:
@@ -301,6 +309,7 @@ async def relay_run(args: argparse.Namespace) -> Json:
                             args.paced,
                             live=False,
                             gap=args.gap / 1e3,
+                            rate=args.rate,
                         )
                     finally:
                         await gateway.close()
@@ -313,6 +322,7 @@ async def relay_run(args: argparse.Namespace) -> Json:
 def relay_report(r: Json, args: argparse.Namespace) -> None:
     """Per round and side: the gateway's CPU per paced delta (1 and 10 phones), the backlog's."""
     pace = f", {args.gap:g} ms apart" if args.gap else ""
+    pace += f", at most {args.rate:g}/s" if args.rate else ""
     heading(
         f"(a2) {args.paced:,} deltas committed one by one{pace}: gateway CPU per live delta "
         f"(process CPU / deltas), {args.repeat} round(s)"
@@ -536,6 +546,7 @@ def main() -> None:
     p.add_argument("--baseline", type=Path, help="--relay: a worktree whose gateway to compare")
     p.add_argument("--repeat", type=int, default=3, help="--relay: rounds (each side once)")
     p.add_argument("--gap", type=float, default=0.0, help="ms the agent waits after each delta")
+    p.add_argument("--rate", type=float, default=0.0, help="paced deltas/s (0: as commits go)")
     bench_main(p, run, report)
 
 
