@@ -110,6 +110,17 @@ def _credential(s: str) -> bool:
     return not s.startswith("$") and _password_like(s)
 
 
+def _prefixed(
+    name: str,
+    prefix: str,
+    body: str,
+    needles: tuple[str, ...],
+    check: Callable[[re.Match[str]], bool] | None = None,
+) -> _Rule:
+    """A token that starts a word with a fixed kind ``prefix`` (kept), then ``body``."""
+    return _Rule(name, re.compile(rf"{_START}(?P<k>{prefix}){body}"), check, needles)
+
+
 def _quoted_or_bare(name: str) -> str:
     """A value: in double, single or back quotes (may hold spaces), or bare up to a delimiter."""
     return (
@@ -274,11 +285,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         needles=("hf_",),
     ),
     # Families after gitleaks' rules of the same names (issue 9.10, second held-out set).
-    _Rule(
-        "linear",
-        re.compile(_START + r"(?P<k>lin_(?:api|oauth)_)[A-Za-z0-9]{32,64}(?![A-Za-z0-9])"),
-        needles=("lin_",),
-    ),
+    _prefixed("linear", r"lin_(?:api|oauth)_", r"[A-Za-z0-9]{32,64}(?![A-Za-z0-9])", ("lin_",)),
     _Rule(
         # A 32-hex API key or 40-hex app key has the shape of an md5 or a commit, so it is
         # masked only where the line names Datadog ("datadog", "dd_", "dd-") before a key
@@ -297,11 +304,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         re.compile(_START + r"ATATT3[A-Za-z0-9_=-]{150,250}(?![A-Za-z0-9_=-])"),
         needles=("atatt3",),
     ),
-    _Rule(
-        "shopify",
-        re.compile(_START + r"(?P<k>shp(?:at|ca|pa|ss)_)[a-fA-F0-9]{32}(?![A-Za-z0-9])"),
-        needles=("shp",),
-    ),
+    _prefixed("shopify", r"shp(?:at|ca|pa|ss)_", r"[a-fA-F0-9]{32}(?![A-Za-z0-9])", ("shp",)),
     _Rule(
         # Keyed by the service's name: "key-" and 32 hex alone may be any cache key.
         "mailgun",
@@ -311,27 +314,20 @@ _RULES: Final[tuple[_Rule, ...]] = (
         ),
         needles=("mailgun",),
     ),
-    _Rule(
+    _prefixed(
         "huggingface-org",
-        re.compile(_START + r"(?P<k>api_org_)[A-Za-z]{34}(?![A-Za-z0-9])"),
+        r"api_org_",
+        r"[A-Za-z]{34}(?![A-Za-z0-9])",
+        ("api_org_",),
         lambda m: _entropy(m.group(0)) >= 4.0,
-        needles=("api_org_",),
     ),
-    _Rule(
-        "heroku",
-        re.compile(_START + r"(?P<k>HRKU-AA)[A-Za-z0-9_-]{58}(?![A-Za-z0-9_-])"),
-        needles=("hrku-",),
-    ),
-    _Rule(
-        "grafana-cloud",
-        re.compile(_START + r"(?P<k>glc_)[A-Za-z0-9+/]{32,400}={0,3}"),
-        None,
-        ("glc_",),
-    ),
-    _Rule(
+    _prefixed("heroku", r"HRKU-AA", r"[A-Za-z0-9_-]{58}(?![A-Za-z0-9_-])", ("hrku-",)),
+    _prefixed("grafana-cloud", r"glc_", r"[A-Za-z0-9+/]{32,400}={0,3}", ("glc_",)),
+    _prefixed(
         "grafana-service-account",
-        re.compile(_START + r"(?P<k>glsa_)[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}(?![A-Za-z0-9])"),
-        needles=("glsa_",),
+        r"glsa_",
+        r"[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}(?![A-Za-z0-9])",
+        ("glsa_",),
     ),
     _Rule(
         # Legacy API keys: base64 of '{"k":"', no dots (so not a JWT).
@@ -339,30 +335,21 @@ _RULES: Final[tuple[_Rule, ...]] = (
         re.compile(_START + r"eyJrIjoi[A-Za-z0-9]{70,400}={0,3}"),
         needles=("eyjrijoi",),
     ),
-    _Rule(
+    _prefixed(
         "new-relic",
-        re.compile(_START + r"(?P<k>NR(?:AK|II|JS)-)[A-Za-z0-9_-]{19,40}(?![A-Za-z0-9_-])"),
+        r"NR(?:AK|II|JS)-",
+        r"[A-Za-z0-9_-]{19,40}(?![A-Za-z0-9_-])",
+        ("nrak-", "nrii-", "nrjs-"),
         lambda m: any(c.isdigit() for c in m.group(0)),
-        needles=("nrak-", "nrii-", "nrjs-"),
     ),
-    _Rule(
-        "sentry-token",
-        re.compile(_START + r"(?P<k>sntry[us]_)[A-Za-z0-9+/=_]{40,400}"),
-        needles=("sntry",),
-    ),
-    _Rule(
-        "postman",
-        re.compile(_START + r"(?P<k>PMAK-)[a-fA-F0-9]{24}-[a-fA-F0-9]{34}(?![A-Za-z0-9])"),
-        needles=("pmak-",),
-    ),
-    _Rule(
+    _prefixed("sentry-token", r"sntry[us]_", r"[A-Za-z0-9+/=_]{40,400}", ("sntry",)),
+    _prefixed("postman", r"PMAK-", r"[a-fA-F0-9]{24}-[a-fA-F0-9]{34}(?![A-Za-z0-9])", ("pmak-",)),
+    _prefixed(
         # dp.st.<config>.<token> for service tokens.
         "doppler",
-        re.compile(
-            _START + r"(?P<k>dp\.(?:pt|st|sa|ct|scim|audit)\.)(?:[a-z0-9_-]{1,40}\.)?"
-            r"[A-Za-z0-9]{40,44}(?![A-Za-z0-9])"
-        ),
-        needles=("dp.",),
+        r"dp\.(?:pt|st|sa|ct|scim|audit)\.",
+        r"(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44}(?![A-Za-z0-9])",
+        ("dp.",),
     ),
     _Rule(
         # <bot id>:AA<33>; the id is masked too (the token is the pair).
@@ -370,20 +357,13 @@ _RULES: Final[tuple[_Rule, ...]] = (
         re.compile(r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{33}(?![A-Za-z0-9_-])"),
         needles=(":aa",),
     ),
-    _Rule(
-        "databricks",
-        re.compile(_START + r"(?P<k>dapi)[a-f0-9]{32}(?:-[0-9])?(?![A-Za-z0-9])"),
-        needles=("dapi",),
-    ),
-    _Rule(
-        "notion",
-        re.compile(_START + r"(?P<k>ntn_)[0-9]{11}[A-Za-z0-9]{35}(?![A-Za-z0-9])"),
-        needles=("ntn_",),
-    ),
-    _Rule(
+    _prefixed("databricks", r"dapi", r"[a-f0-9]{32}(?:-[0-9])?(?![A-Za-z0-9])", ("dapi",)),
+    _prefixed("notion", r"ntn_", r"[0-9]{11}[A-Za-z0-9]{35}(?![A-Za-z0-9])", ("ntn_",)),
+    _prefixed(
         "google-oauth-client-secret",
-        re.compile(_START + r"(?P<k>GOCSPX-)[A-Za-z0-9_-]{28}(?![A-Za-z0-9_-])"),
-        needles=("gocspx-",),
+        r"GOCSPX-",
+        r"[A-Za-z0-9_-]{28}(?![A-Za-z0-9_-])",
+        ("gocspx-",),
     ),
     _Rule(
         # Microsoft Entra (Azure AD) client secrets: three characters, a digit, "Q~", 31–34.
@@ -399,11 +379,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         re.compile(r"(?P<k>AGE-SECRET-KEY-1)[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
         needles=("age-secret-key-1",),
     ),
-    _Rule(
-        "docker-hub",
-        re.compile(_START + r"(?P<k>dckr_(?:pat|oat)_)[A-Za-z0-9_-]{27,}"),
-        needles=("dckr_",),
-    ),
+    _prefixed("docker-hub", r"dckr_(?:pat|oat)_", r"[A-Za-z0-9_-]{27,}", ("dckr_",)),
     _Rule(
         # scheme://TOKEN@host: a random user with no password is a key (Sentry DSNs, tokens
         # in git remotes); a name ("alice", "x-access-token") is not.
