@@ -433,7 +433,9 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         # --password VALUE, --api-key VALUE: a long flag named for a secret, then a space.
         "secret-flag",
-        re.compile(rf"(?i)(?<![^\s])--[a-z0-9-]*?(?P<kw>{_KEYWORDS})\s+{_quoted_or_bare('s')}"),
+        re.compile(
+            rf"(?i)(?<![^\s])--[a-z0-9-]{{0,40}}?(?P<kw>{_KEYWORDS})\s+{_quoted_or_bare('s')}"
+        ),
         _argument_check,
         needles=("--",),
     ),
