@@ -5,13 +5,21 @@ around it unchanged, at most its public kind prefix left, no 4-character run of 
 false alarm is an ordinary string changed. Each set is scored apart: in sample
 (``secrets.json``, ``clean.json``: the rules were written against them) and out of sample
 (``heldout.json``, ``heldout-2.json``: each written before the rules it tests, never tuned
-on). The speed is process CPU time per mask over the in-sample texts.
+on). The speed is masks per second of process CPU time over the in-sample texts.
+
+``--baseline FILE`` also times another version of ``redact.py`` (e.g. from
+``git show 7fcd29f:collie_gateway/redact.py``) on the same texts, interleaved in this
+process, and prints the ratio.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
+import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the corpus is a fixture
@@ -30,6 +38,36 @@ def _rate(redactor: Redactor, texts: list[str], seconds: float) -> float:
     return count / elapsed
 
 
+def _load(path: str) -> Callable[[str], str]:
+    """The ``Redactor().mask`` of another copy of ``redact.py``."""
+    spec = importlib.util.spec_from_file_location("redact_baseline", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--baseline: cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["redact_baseline"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    mask: Callable[[str], str] = module.Redactor().mask
+    return mask
+
+
+def _cpu_per_mask(mask: Callable[[str], str], texts: list[str]) -> float:
+    start = time.process_time()
+    for _ in range(5):
+        for text in texts:
+            mask(text)
+    return (time.process_time() - start) / (5 * len(texts))
+
+
+def _compare(baseline: Callable[[str], str], texts: list[str], title: str) -> None:
+    """Median CPU per mask of 7 interleaved rounds, this version against the baseline."""
+    ours, theirs = [], []
+    for _ in range(7):
+        theirs.append(_cpu_per_mask(baseline, texts))
+        ours.append(_cpu_per_mask(Redactor().mask, texts))
+    a, b = statistics.median(ours), statistics.median(theirs)
+    print(f"  {title}: {a * 1e6:.1f} µs vs baseline {b * 1e6:.1f} µs CPU per mask: {a / b:.2f}×")
+
+
 def _report(title: str, result: Score) -> None:
     print(f"{title}: {result.hits} of {result.secrets} secrets masked,")
     print(f"  {len(result.alarms)} false alarms on {result.clean} ordinary strings")
@@ -39,8 +77,8 @@ def _report(title: str, result: Score) -> None:
         print(f"  false alarm: {text!r}")
 
 
-def main(seconds: float = 1.0) -> None:
-    """Print the figures of every set, then the rates."""
+def main(seconds: float = 1.0, baseline: str | None = None) -> None:
+    """Print the figures of every set, then the rates (and the ratio to ``baseline``)."""
     redactor = Redactor()
     secrets, clean = in_sample()
     _report("in sample (secrets.json, clean.json)", score(redactor.mask, secrets, clean))
@@ -54,7 +92,16 @@ def main(seconds: float = 1.0) -> None:
         f" in-sample corpus (mean {mean:.0f} chars)"
     )
     print(f"         {_rate(redactor, clean_texts, seconds):,.0f} masks/s CPU on clean text only")
+    if baseline is not None:
+        print(f"against {baseline}:")
+        other = _load(baseline)
+        _compare(other, texts + clean_texts, "in-sample corpus")
+        _compare(other, clean_texts, "clean text only")
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 1.0)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("seconds", nargs="?", type=float, default=1.0)
+    parser.add_argument("--baseline", help="another redact.py to time against")
+    args = parser.parse_args()
+    main(args.seconds, args.baseline)
