@@ -392,11 +392,15 @@ _RULES: Final[tuple[_Rule, ...]] = (
         needles=("://",),
     ),
     _Rule(
-        # curl -u user:PASSWORD, --user=user:PASSWORD: only the password.
+        # curl -u user:PASSWORD, --user=user:PASSWORD: only the password. Only after "curl":
+        # elsewhere "-u" is git's patch flag before HEAD:path, docker's uid:gid …
         "basic-auth-argument",
-        re.compile(r"(?<![^\s])(?:-u|--user)(?:\s+|=)[\"']?[^\s:\"'/]+:(?P<s>[^\s\"'•]+)"),
+        re.compile(
+            r"\bcurl\b[^\n]{0,200}?(?<![^\s])(?:-u|--user)(?:\s+|=)[\"']?[^\s:\"'/]+:"
+            r"(?P<s>[^\s\"'•]+)"
+        ),
         lambda m: _credential(m.group("s")),
-        needles=("-u",),
+        needles=("curl",),
     ),
     _Rule(
         # scheme://user:PASSWORD@host — only the password; it may hold a raw "@".
