@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collie_gateway.redact import _NEEDLES, MASK, LiveMask, Redactor
+from collie_gateway.redact import _NEEDLES, MASK, LiveMask, Redactor, _may_need_mask
 from collie_gateway.views.text import ShownText
 
 CORPUS = Path(__file__).parents[2] / "fixtures" / "redaction"
@@ -74,6 +74,25 @@ def test_X1_the_needles_find_every_text_the_rules_mask() -> None:
     for text in inputs:
         if ON.mask(text) != text:
             assert _NEEDLES.search(text), text
+        if _NEEDLES.search(text):
+            assert _may_need_mask(text), text
+
+
+# Characters and parts of every needle, to build texts that hold needles by chance.
+NEEDLY = st.text(
+    alphabet=st.sampled_from(list("aAbsSkKeyEYJghpuMNO0123456789_-.:/=?& \n\"'")), max_size=40
+) | st.lists(
+    st.sampled_from(["sk-", "ghp_", "eyJ", "AKIA", "hvs.", "token", "PASS", "Bearer ", "://"]),
+    max_size=6,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(NEEDLY)
+def test_X1_the_quick_test_misses_no_needle(text: str) -> None:
+    """``_may_need_mask`` is false only where ``_NEEDLES`` finds nothing."""
+    if _NEEDLES.search(text):
+        assert _may_need_mask(text)
 
 
 @settings(max_examples=300, deadline=None)
