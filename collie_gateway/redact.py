@@ -604,8 +604,22 @@ _PEM_GAP: Final = re.compile(r"(?:\s|\\[nr])*")
 _PEM_END: Final = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
 # What every rule's match holds: the rules' own needles; for the two without, the generic
 # rule's keywords (lower-cased) and a Discord token's run.
-_RULE_NEEDLES: Final = tuple(dict.fromkeys(n for rule in _RULES for n in rule.needles))
 _KEYWORD_NEEDLES: Final = ("pass", "pwd", "secret", "token", "key", "auth", "credential")
+
+
+def _fewest(needles: tuple[str, ...]) -> tuple[str, ...]:
+    """The needles that hold no other (a text holding "sk-ant-" holds "sk-")."""
+    return tuple(n for n in needles if not any(m != n and m in n for m in needles))
+
+
+_RULE_NEEDLES: Final = _fewest(
+    tuple(dict.fromkeys([*_KEYWORD_NEEDLES, *(n for rule in _RULES for n in rule.needles)]))
+)
+_NEEDLES_BY_FIRST: Final[dict[str, tuple[str, ...]]] = {
+    first: tuple(n for n in _RULE_NEEDLES if n[0] == first)
+    for first in {n[0] for n in _RULE_NEEDLES}
+}
+_NEEDLE_FIRSTS: Final = frozenset(_NEEDLES_BY_FIRST)
 _DISCORD_RUN: Final = re.compile(r"[MNO][A-Za-z0-9_-]{22}")
 
 
@@ -613,12 +627,10 @@ def _may_need_mask(text: str) -> bool:
     """False only where no rule can match (then masking changes nothing): cheaper than
     masking, which runs the generic rule's scan on every text."""
     lower = text.lower()
-    for needle in _RULE_NEEDLES:
-        if needle in lower:
-            return True
-    for word in _KEYWORD_NEEDLES:
-        if word in lower:
-            return True
+    for first in _NEEDLE_FIRSTS.intersection(lower):  # a short text: only a few needles
+        for needle in _NEEDLES_BY_FIRST[first]:
+            if needle in lower:
+                return True
     return len(text) >= 24 and _DISCORD_RUN.search(text) is not None
 
 
@@ -639,7 +651,16 @@ class LiveMask:
     more comes). Built for ``Redactor.mask``: its needles are that rule set's.
     """
 
-    __slots__ = ("_committed", "_joined", "_mask", "_pem_open", "_shown", "_tail", "_whole")
+    __slots__ = (
+        "_committed",
+        "_joined",
+        "_looked",
+        "_mask",
+        "_pem_open",
+        "_shown",
+        "_tail",
+        "_whole",
+    )
 
     def __init__(self, mask: Callable[[str], str]) -> None:
         self._mask = mask
@@ -648,6 +669,7 @@ class LiveMask:
         self._tail = ""  # the text after it, as written
         self._shown = ""  # the part of the tail shown, masked
         self._pem_open = False  # the tail shows a private key's mask to its end
+        self._looked = 0  # how much of the tail the shown part was last worked out from
         self._whole = False
 
     @property
@@ -671,12 +693,25 @@ class LiveMask:
             return ""
         old_end = len(self._tail)
         self._tail += piece
-        if self._pem_open:
+        if self._pem_open and not self._whole:
             # A private key's mask runs to the end until its END line comes: nothing new.
-            if "-----END" not in self._tail[max(0, old_end - 8) :] and not self._whole:
-                return ""
+            end = _PEM_END.search(self._tail, max(0, old_end - 64))
+            if end is None or len(self._tail) < end.end() + 2:
+                return ""  # (a "\\n" escape after the END line belongs to the block)
+            # The key ends: what shows up to it (ending in the mask) stays, as the rules
+            # mask the whole block; the rest is worked out alone (not the block again).
+            stop = end.end() + (2 if self._tail.startswith("\\n", end.end()) else 0)
+            self._committed.append(self._shown)
+            self._tail = self._tail[stop:]
+            self._shown = ""
+            self._looked = 0
             self._pem_open = False
+            return self.feed("", force=True)
+        self._pem_open = False
         held = self._hold_point()
+        if held == self._looked and not self._whole:
+            return ""  # only the unfinished word grew: nothing new to show
+        self._looked = held
         window = self._tail[:held]
         if _may_need_mask(window):
             settled, held = self._settled(window)
@@ -689,6 +724,7 @@ class LiveMask:
             self._committed.append(masked)
             self._tail = self._tail[held:]
             self._shown = ""
+            self._looked = 0
         else:
             self._shown = masked
         if masked.startswith(old):
