@@ -654,22 +654,22 @@ class LiveMask:
     __slots__ = (
         "_committed",
         "_joined",
-        "_looked",
         "_mask",
         "_pem_open",
         "_shown",
         "_tail",
         "_whole",
+        "_word",
     )
 
     def __init__(self, mask: Callable[[str], str]) -> None:
         self._mask = mask
         self._committed: list[str] = []  # the text up to a safe boundary, masked
         self._joined = ""
-        self._tail = ""  # the text after it, as written
+        self._tail = ""  # the text after it up to its last break, as written
         self._shown = ""  # the part of the tail shown, masked
         self._pem_open = False  # the tail shows a private key's mask to its end
-        self._looked = 0  # how much of the tail the shown part was last worked out from
+        self._word: list[str] = []  # the unfinished word after the tail, in pieces
         self._whole = False
 
     @property
@@ -691,12 +691,26 @@ class LiveMask:
         """Add a piece of (cleaned) text; return what the shown text gains, or ``None``."""
         if not piece and not force:
             return ""
+        # Only text up to the last break is looked at: the unfinished word after it waits
+        # in pieces (a long run written in small pieces costs no copy of it per piece).
+        if self._whole:
+            self._word.append(piece)
+            words, self._word = "".join(self._word), []
+        elif cut := max(piece.rfind(ch) for ch in _BREAK_CHARS) + 1:
+            self._word.append(piece[:cut])
+            words, self._word = "".join(self._word), [piece[cut:]] if cut < len(piece) else []
+        else:
+            if piece:
+                self._word.append(piece)
+            if not force:
+                return ""  # only the unfinished word grew: nothing new to show
+            words = ""
         old_end = len(self._tail)
-        self._tail += piece
+        self._tail += words
         if self._pem_open and not self._whole:
             # A private key's mask runs to the end until its END line comes: nothing new.
             end = _PEM_END.search(self._tail, max(0, old_end - 64))
-            if end is None or len(self._tail) < end.end() + 2:
+            if end is None or self._tail[end.end() : end.end() + 2] in ("", "\\"):
                 return ""  # (a "\\n" escape after the END line belongs to the block)
             # The key ends: what shows up to it (ending in the mask) stays, as the rules
             # mask the whole block; the rest is worked out alone (not the block again).
@@ -704,39 +718,26 @@ class LiveMask:
             self._committed.append(self._shown)
             self._tail = self._tail[stop:]
             self._shown = ""
-            self._looked = 0
             self._pem_open = False
             return self.feed("", force=True)
         self._pem_open = False
-        held = self._hold_point()
-        if held == self._looked and not self._whole:
-            return ""  # only the unfinished word grew: nothing new to show
-        self._looked = held
-        window = self._tail[:held]
+        window = self._tail
         if _may_need_mask(window):
             settled, held = self._settled(window)
             window = window[:held]
             masked = self._mask(window)
         else:
-            settled, masked = True, window  # the common case: plain words
+            settled, held, masked = True, len(window), window  # the common case: plain words
         old = self._shown
         if settled and held:
             self._committed.append(masked)
             self._tail = self._tail[held:]
             self._shown = ""
-            self._looked = 0
         else:
             self._shown = masked
         if masked.startswith(old):
             return masked[len(old) :]
         return None
-
-    def _hold_point(self) -> int:
-        """Where the shown part of the tail ends: after its last break (an unfinished word
-        may be the start of a secret), or at its end once no more text comes."""
-        if self._whole:
-            return len(self._tail)
-        return max(self._tail.rfind(ch) for ch in _BREAK_CHARS) + 1
 
     def _settled(self, window: str) -> tuple[bool, int]:
         """Whether no rule can match across the window's end whatever comes next, and where
