@@ -482,7 +482,7 @@ class Chats:
             shown = writing[item_id] = ShownText(CHAT_TEXT_LIMIT)
         mask = self._items_mask
         if mask is not None:
-            shown.live(mask)  # from now on each piece is masked as it comes (X1)
+            shown.keep_live(mask)  # from now on each piece is masked as it comes (X1)
         was_cut = shown.cut
         piece = shown.feed(raw)
         if not piece:

@@ -175,12 +175,16 @@ class ShownText:
         final text comes (``LiveMask``: an unfinished word and an open quoted value wait).
         From the first call on, each ``feed`` keeps it and sets ``live_change``.
         ``redact`` must be ``Redactor.mask`` (``LiveMask`` knows its rules)."""
+        return self.keep_live(redact).text
+
+    def keep_live(self, redact: Redact) -> LiveMask:
+        """Start masking as ``live`` does (from the text so far), without joining it."""
         if self._live is None:
             self._live = LiveMask(redact)
             self._live.feed(self.text)
             if self.cut:
                 self._live.done()
-        return self._live.text
+        return self._live
 
     def feed(self, raw: str) -> str:
         """Add a raw piece; return the cleaned text it adds to what is shown ("" for none)."""
