@@ -49,16 +49,20 @@ def states(rig: Rig) -> dict[str, tuple[str, str | None]]:
 async def test_P3_a_push_cut_short_goes_to_the_devices_that_lack_it_on_the_next_run(
     rig: Rig, svc: Services
 ) -> None:
+    # The hanging push is cut short by the stop, never by the client's own timeout (which
+    # would retry it in this run), however slow the machine.
+    svc.fcm_timeout = 60.0
     client, _gw, convs = await start(rig, svc, {"c1": "Notes"})
     apns = await register(client, "apns", APNS_TOKEN)
     fcm = await register(client, "fcm", FCM_TOKEN)
     svc.fcm.hang = True
     await raise_ask(convs["c1"], "a1")
-    await logged(client, "a1", "sent")  # APNs took it; FCM hangs
+    await logged(client, "a1", "sent")  # APNs took it
+    await eventually(lambda: svc.fcm.held == 1)  # FCM holds it (not merely on its way)
     assert list(states(rig).values()) == [("owed", None)]
     await register(client, "apns", "c3" * 32)  # a phone registered since: not owed a1
 
-    svc.fcm.hang = False  # from now on (the push already out stays hanging)
+    svc.fcm.hang = False  # for sends from now on: the one held stays held
     client, _gw = await restart_gateway(rig, svc, client)  # FCM's push is cut short
     entries = await logged(client, "a1", "sent", "sent")
     device_outcomes = [(e["outcome"], e["device"], e["reason"]) for e in entries]

@@ -365,7 +365,8 @@ class FakeFcm:
     issued: list[str] = field(default_factory=list)
     revoked: set[str] = field(default_factory=set)
     token_calls: int = 0
-    hang: bool = False
+    hang: bool = False  # decided as each send arrives: a send held stays held
+    held: int = 0  # sends held by ``hang`` so far
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -408,6 +409,7 @@ class FakeFcm:
 
     async def _send(self, request: web.Request) -> web.StreamResponse:
         if self.hang:
+            self.held += 1
             await asyncio.sleep(3600)
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ")
