@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from collie_gateway.pushing import NO_DEVICE, RESOLVED
+from collie_gateway.pushing import NO_DEVICE, PUSH_GRACE, RESOLVED
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from tests.collie_gateway.push_fixtures import Services, services
 from tests.collie_gateway.test_push_http import (
@@ -162,8 +162,9 @@ async def test_pending_pushes_share_one_grace_at_a_stop(rig: Rig, svc: Services)
     started = loop.time()
     await client.close()  # the gateway stops: 10 hanging pushes
     took = loop.time() - started
-    # One shared grace (2 s), not 2 s for each of the ten (20 s).
-    assert took < 4.0, f"the stop took {took:.1f} s"
+    # One shared grace (2 s), not 2 s for each of the ten (20 s): a bound that tells the two
+    # apart on a loaded machine (the stop's own duration is issue 10's, in test_shutdown.py).
+    assert took < 5 * PUSH_GRACE, f"the stop took {took:.1f} s"
     assert [s for s, _ in states(rig).values()] == ["owed"] * 10
 
 
