@@ -201,9 +201,8 @@ async def test_web_page_served_with_csp_small_and_from_the_catalogue(
             css = await resp.text()
     # S8's theme table: every property, light and dark defaults; the rules use only properties.
     for name, light, dark in S8_THEME:
-        assert f"--collie-{name}: {light};" in css.split("@media")[0], name
-        dark_block = css.split(':root[data-theme="dark"]')[1].split("}")[0]
-        assert f"--collie-{name}: {dark};" in dark_block or light == dark, name
+        both = light if light == dark else f"light-dark({light}, {dark})"
+        assert f"--collie-{name}: {both};" in css, name
     rules = css.split("* { box-sizing: border-box; }")[1].replace("width: 1px; height: 1px;", "")
     assert not re.findall(r"#[0-9a-fA-F]{3,6}\b|\brgb|\d+px", rules)
     async with aiohttp.ClientSession() as http:
@@ -833,3 +832,13 @@ async def test_A1_card_sits_under_its_tool_call_and_theme_can_be_fixed(
     bg = await page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert bg == "rgb(18, 18, 18)"
     no_errors(page)
+    # The person's setting decides unless the page is asked for one (S8); light is kept too.
+    for scheme, query, drawn in [
+        ("dark", "?theme=auto", "rgb(18, 18, 18)"),
+        ("light", "", "rgb(255, 255, 255)"),
+        ("dark", "?theme=light", "rgb(255, 255, 255)"),
+    ]:
+        other = await open_page(browser, s.live.url + query + "#/a/desk/c/c1", scheme)
+        await expect(other.locator("article.card[data-ask=p]")).to_be_visible()
+        bg = await other.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert bg == drawn, (scheme, query)
