@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bridges.acp.bridge import OVERSIZED, RESTARTED, UNDELIVERED
+from bridges.acp.bridge import ASK_LOST, OVERSIZED, RESTARTED, UNDELIVERED
 from collie_gateway.mirror import LinkState
 from tests.bridges.conftest import Acp, acp_rig, agent_env
 from tests.collie_gateway.conftest import Rig, eventually, post_json
@@ -167,11 +167,14 @@ async def test_T1_killed_mid_permission_old_ask_not_open_nothing_stale_written(a
     conv = await acp.start()
     await acp.say(conv, "permit")
     [ask_id] = await acp.wait_asks(conv, 1)
+    title = acp.bridge.agent._open_asks[ask_id].ask.title
     old_epoch = acp.bridge.epoch
     old_pid = acp.kill()
     await eventually(lambda: acp.bridge.epoch == old_epoch + 1 and acp.bridge.process is not None)
     await acp.wait_text(conv, "notice", RESTARTED.format(code=-signal.SIGKILL))
     await acp.wait_asks(conv, 0)
+    # The card does not just vanish: the chat says the question died with the process.
+    await acp.wait_text(conv, "notice", ASK_LOST.format(title=title))
     result = await acp.answer(ask_id, "r-stale", {"option": "o1"})
     assert result["outcome"] == "not_open"
     # The conversation goes on in the new process, in a new session.
