@@ -35,6 +35,7 @@ from collie_gateway.settings import LinkTiming
 from collie_gateway.sources import Member
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.dashboard import AgentRow, Dashboard, RightEdge, Section
+from wire.errors import WireError
 from wire.messages import Ask
 from wire.sse import SSEParser
 
@@ -272,7 +273,12 @@ class MemberLink:
                 log.info("crew member %s: not answering: %s", self.name, type(exc).__name__)
                 self._set(MemberState.UNREACHABLE)
                 await asyncio.sleep(self._backoff(failures))
-            except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+            except (
+                msgspec.ValidationError,
+                msgspec.DecodeError,
+                UnicodeDecodeError,
+                WireError,  # e.g. a stream line over MAX_EVENT: this stream is dropped
+            ) as exc:
                 failures += 1
                 log.warning("crew member %s: not a Collie phone API: %s", self.name, exc)
                 self._set(MemberState.UNREACHABLE)
