@@ -30,6 +30,7 @@ from fixtures.stalwart.store import Pause, Plan, RunStore
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from tests.collie_gateway.push_fixtures import Services, services
 from tests.collie_gateway.test_push_http import asks_of
+from wire.messages import MAX_EVENT
 
 HOOK_SECRET = b"hook-secret"
 ALREADY = "Already answered. This card goes away on the next refresh."
@@ -751,6 +752,79 @@ def odd_reader(text: str) -> Plan:
             Pause(kind="ask", question="Which order?"),
         )
     )
+
+
+class Rude(Flaky):
+    """A stalwart-style server of the tests' own that sends what S7's server never would:
+    pauses that are not objects or have fields of the wrong types, steps that are not JSON or
+    not steps, and a line over the wire's event limit that cuts the first stream; on the next
+    stream (from the last step applied) one good step."""
+
+    def __init__(self) -> None:
+        super().__init__("answer")
+        self.resumed_from: list[str | None] = []
+
+    async def _interrupts(self, request: web.Request) -> web.Response:
+        odd = {
+            "id": "p1",
+            "token": "t1",
+            "kind": "confirm",
+            "tool": 5,
+            "arguments": "all",
+            "reasons": 7,
+            "irreversible": "yes",
+            "question": {"not": "text"},
+        }
+        fine = {"id": "p2", "token": "t2", "kind": "ask", "question": "Which order?"}
+        body = {"interrupts": [5, "p0", None, {"id": 7, "token": "t"}, {"id": "p9"}, odd, fine]}
+        return web.json_response(body)
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        self.resumed_from.append(request.headers.get("Last-Event-ID"))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        if len(self.resumed_from) == 1:
+            steps: list[bytes] = [
+                b"not json",
+                b"[1, 2, 3]",
+                b'{"type": 5}',
+                b'{"type": "answer", "text": 7}',
+                b'{"type": "rollback", "undone": "everything"}',
+                b'{"type": "interrupt"}',
+            ]
+            for n, data in enumerate(steps, start=1):
+                await response.write(b"id: %d\ndata: %s\n\n" % (n, data))
+            await response.write(b"id: 7\ndata: " + b"x" * (MAX_EVENT + 1024) + b"\n\n")
+        else:
+            await response.write(b'id: 8\ndata: {"type": "answer", "text": "still here"}\n\n')
+        await asyncio.Event().wait()
+        return response
+
+
+async def test_S7_a_rude_server_loses_nothing_and_the_thread_goes_on(rig: Rig) -> None:
+    rude = Rude()
+    async with AsyncExitStack() as stack:
+        bridge = await start_bridge(rig, await serve_app(stack, rude.app()))
+        stack.push_async_callback(lambda: stop_bridge(rig, bridge))
+        await bridge.thread("t1")
+        sock = await rig.serve("shop", bridge.agent)
+        client, gw = await rig.gateway([Source(name="shop", socket=sock)])
+        await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
+
+        async def settled() -> bool:
+            chat = await get_json(client, "/api/v1/agents/shop/conversations/t1")
+            replies = [line["text"] for line in chat["lines"] if line["kind"] == "reply"]
+            cards = [(c["ask_id"], c["kind"]) for c in chat["cards"]["cards"]]
+            return replies == ["still here"] and cards == [("p1", "permission"), ("p2", "text")]
+
+        await eventually(settled, within=15)
+        # The cut stream is read again from the last whole step, not from the start.
+        assert rude.resumed_from[:2] == ["0", "6"]
+        answer = {"request_id": "r1", "version": 1, "answer": {"text": "4411"}}
+        result = await post_json(client, "/api/v1/agents/shop/asks/p2/answer", answer)
+        # This server has no resume route: a clear refusal, never "accepted".
+        assert result["outcome"] == "not_open", result
+        assert gw.mirrors["shop"].state is LinkState.READY
 
 
 async def test_A7_S2_an_unknown_pause_kind_is_shown_unanswerable_and_odd_data_is_contained(
