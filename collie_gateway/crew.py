@@ -35,7 +35,8 @@ from collie_gateway.settings import LinkTiming
 from collie_gateway.sources import Member
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.dashboard import AgentRow, Dashboard, RightEdge, Section
-from wire.errors import WireError
+from wire.body import read_limited
+from wire.errors import BodyTooLarge, WireError
 from wire.messages import Ask
 from wire.sse import SSEParser
 
@@ -207,9 +208,11 @@ class MemberLink:
                 midway = True
                 if resp.status == 401:
                     raise Unauthorized
-                data = await resp.content.read(MAX_BODY + 1)
-                if len(data) > MAX_BODY:
-                    raise AgentUnreachable(f"{self.name}: an answer over {MAX_BODY} bytes")
+                try:
+                    data = await read_limited(resp, MAX_BODY)
+                except BodyTooLarge:
+                    over = f"{self.name}: an answer over {MAX_BODY} bytes"
+                    raise AgentUnreachable(over) from None
                 return resp.status, data
         except TimeoutError:
             raise AgentUnreachable(

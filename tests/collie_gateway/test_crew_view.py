@@ -187,11 +187,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @contextlib.asynccontextmanager
-async def odd_member(events: Handler) -> AsyncIterator[str]:
-    """A member of the tests' own named "odd" on 127.0.0.1: its crew route and a dashboard of
-    one calm row are as a Collie's; its event stream is ``events``. Its base URL."""
+async def odd_member(events: Handler, rows: list[AgentRow] | None = None) -> AsyncIterator[str]:
+    """A member of the tests' own named "odd" on 127.0.0.1: its crew route and a dashboard
+    (``rows``, else one calm row) are as a Collie's; its event stream is ``events``. Its base
+    URL."""
     board = Dashboard(
-        sections=[Section(kind="durable_agents", rows=[row("tool")])],
+        sections=[Section(kind="durable_agents", rows=rows or [row("tool")])],
         durable_agents_position="below",
         pending_only=False,
     )
@@ -288,5 +289,33 @@ async def test_W1_a_member_cut_mid_event_or_over_the_event_limit_is_followed_aga
             await eventually(lambda: waiting_on_odd(client), within=15)
             assert resumed_from == [None, "c-1", "c-1"]
             assert gw.crew.links["odd"].last_event_id == "c-3"
+        finally:
+            release.set()
+
+
+async def test_W1_a_members_large_dashboard_is_read_whole(rig: Rig) -> None:
+    """A member with many agents answers a dashboard far larger than what arrives at once: the
+    lead reads all of it (it once read only the first chunk, and took the member for
+    something that is not a Collie)."""
+    rows = [row(f"agent-{n:04}") for n in range(3000)]
+    release = asyncio.Event()
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b"event: stream\ndata: {}\n\n")
+        await release.wait()
+        return resp
+
+    async with odd_member(events, rows) as url:
+        try:
+            client, _gw = await rig.gateway([], crew=[Member(name="odd", url=url)])
+
+            async def all_rows() -> bool:
+                data = await get_json(client, "/api/v1/dashboard")
+                odd = [s for s in data["sections"] if s.get("machine") == "odd"]
+                return bool(odd) and odd[0]["state"] == "ready" and len(odd[0]["rows"]) == 3000
+
+            await eventually(all_rows, within=15)
         finally:
             release.set()

@@ -6,6 +6,7 @@ server of ``fixtures/stalwart`` (two workers on one SQLite run store), the bridg
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -634,7 +635,7 @@ class Flaky:
     async def _config(self, request: web.Request) -> web.Response:
         return web.json_response({"name": "shop"})
 
-    async def _interrupts(self, request: web.Request) -> web.Response:
+    async def _interrupts(self, request: web.Request) -> web.StreamResponse:
         return web.json_response({"interrupts": []})
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
@@ -754,6 +755,20 @@ def odd_reader(text: str) -> Plan:
     )
 
 
+async def follow_t1(
+    rig: Rig, stack: AsyncExitStack, app: web.Application
+) -> tuple[TestClient[Any, Any], Gateway]:
+    """Serve ``app`` as the stalwart-style server, a bridge following its thread ``t1``, and
+    a gateway on the bridge, Ready; all stopped with ``stack``."""
+    bridge = await start_bridge(rig, await serve_app(stack, app))
+    stack.push_async_callback(lambda: stop_bridge(rig, bridge))
+    await bridge.thread("t1")
+    sock = await rig.serve("shop", bridge.agent)
+    client, gw = await rig.gateway([Source(name="shop", socket=sock)])
+    await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
+    return client, gw
+
+
 class Rude(Flaky):
     """A stalwart-style server of the tests' own that sends what S7's server never would:
     pauses that are not objects or have fields of the wrong types, steps that are not JSON or
@@ -804,12 +819,7 @@ class Rude(Flaky):
 async def test_S7_a_rude_server_loses_nothing_and_the_thread_goes_on(rig: Rig) -> None:
     rude = Rude()
     async with AsyncExitStack() as stack:
-        bridge = await start_bridge(rig, await serve_app(stack, rude.app()))
-        stack.push_async_callback(lambda: stop_bridge(rig, bridge))
-        await bridge.thread("t1")
-        sock = await rig.serve("shop", bridge.agent)
-        client, gw = await rig.gateway([Source(name="shop", socket=sock)])
-        await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
+        client, gw = await follow_t1(rig, stack, rude.app())
 
         async def settled() -> bool:
             chat = await get_json(client, "/api/v1/agents/shop/conversations/t1")
@@ -825,6 +835,53 @@ async def test_S7_a_rude_server_loses_nothing_and_the_thread_goes_on(rig: Rig) -
         # This server has no resume route: a clear refusal, never "accepted".
         assert result["outcome"] == "not_open", result
         assert gw.mirrors["shop"].state is LinkState.READY
+
+
+class Bloated(Flaky):
+    """A stalwart-style server of the tests' own whose first list of pauses never ends
+    (megabytes of padding for as long as it is read); then a list of one pause. Its stream
+    says a pause waits, on every connection."""
+
+    def __init__(self) -> None:
+        super().__init__("answer")
+        self.reads = 0
+        self.written = 0  # bytes of the endless answer the bridge took
+
+    async def _interrupts(self, request: web.Request) -> web.StreamResponse:
+        self.reads += 1
+        if self.reads > 1:
+            fine = {"id": "p2", "token": "t2", "kind": "ask", "question": "Which order?"}
+            return web.json_response({"interrupts": [fine]})
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"interrupts": [], "pad": "')
+        mib = b"x" * (1 << 20)
+        with contextlib.suppress(ConnectionError):
+            while self.written < 256 * len(mib):
+                await response.write(mib)
+                self.written += len(mib)
+        return response
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b'id: 1\ndata: {"type": "interrupt"}\n\n')
+        await asyncio.Event().wait()
+        return response
+
+
+async def test_S7_an_answer_over_the_limit_is_not_read_on_and_nothing_is_lost(rig: Rig) -> None:
+    bloated = Bloated()
+    async with AsyncExitStack() as stack:
+        client, _gw = await follow_t1(rig, stack, bloated.app())
+
+        async def shown() -> bool:
+            chat = await get_json(client, "/api/v1/agents/shop/conversations/t1")
+            return [c["ask_id"] for c in chat["cards"]["cards"]] == ["p2"]
+
+        await eventually(shown, within=15)
+        # The bridge stopped reading past its limit (16 MiB, and what the sockets held).
+        assert bloated.written < 64 << 20
 
 
 async def test_A7_S2_an_unknown_pause_kind_is_shown_unanswerable_and_odd_data_is_contained(
