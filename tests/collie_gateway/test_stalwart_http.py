@@ -674,17 +674,26 @@ async def chat_notices(client: TestClient[Any, Any], thread: str) -> list[str]:
     return [str(line["text"]) for line in chat["lines"] if line["kind"] == "notice"]
 
 
+async def follow_t1(
+    rig: Rig, stack: AsyncExitStack, url: str
+) -> tuple[TestClient[Any, Any], Gateway]:
+    """A bridge to the stalwart-style server at ``url`` following its thread ``t1``, and a
+    gateway on the bridge, Ready; the bridge is stopped with ``stack``."""
+    bridge = await start_bridge(rig, url)
+    stack.push_async_callback(lambda: stop_bridge(rig, bridge))
+    await bridge.thread("t1")
+    sock = await rig.serve("shop", bridge.agent)
+    client, gw = await rig.gateway([Source(name="shop", socket=sock)])
+    await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
+    return client, gw
+
+
 async def test_C4_S7_a_message_whose_answer_was_lost_is_never_sent_again(rig: Rig) -> None:
     flaky = Flaky("drop")
     async with AsyncExitStack() as stack:
-        bridge = await start_bridge(rig, await serve_app(stack, flaky.app()))
-        stack.push_async_callback(lambda: stop_bridge(rig, bridge))
-        await bridge.thread("t1")
-        sock = await rig.serve("shop", bridge.agent)
-        client, gw = await rig.gateway([Source(name="shop", socket=sock)])
+        client, _gw = await follow_t1(rig, stack, await serve_app(stack, flaky.app()))
         body = {"request_id": "m1", "text": "charge 40 for 4411"}
         path = "/api/v1/agents/shop/conversations/t1/messages"
-        await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
         assert (await post_json(client, path, body))["outcome"] == "accepted"
 
         async def noticed() -> bool:
@@ -755,20 +764,6 @@ def odd_reader(text: str) -> Plan:
     )
 
 
-async def follow_t1(
-    rig: Rig, stack: AsyncExitStack, app: web.Application
-) -> tuple[TestClient[Any, Any], Gateway]:
-    """Serve ``app`` as the stalwart-style server, a bridge following its thread ``t1``, and
-    a gateway on the bridge, Ready; all stopped with ``stack``."""
-    bridge = await start_bridge(rig, await serve_app(stack, app))
-    stack.push_async_callback(lambda: stop_bridge(rig, bridge))
-    await bridge.thread("t1")
-    sock = await rig.serve("shop", bridge.agent)
-    client, gw = await rig.gateway([Source(name="shop", socket=sock)])
-    await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
-    return client, gw
-
-
 class Rude(Flaky):
     """A stalwart-style server of the tests' own that sends what S7's server never would:
     pauses that are not objects or have fields of the wrong types, steps that are not JSON or
@@ -819,7 +814,7 @@ class Rude(Flaky):
 async def test_S7_a_rude_server_loses_nothing_and_the_thread_goes_on(rig: Rig) -> None:
     rude = Rude()
     async with AsyncExitStack() as stack:
-        client, gw = await follow_t1(rig, stack, rude.app())
+        client, gw = await follow_t1(rig, stack, await serve_app(stack, rude.app()))
 
         async def settled() -> bool:
             chat = await get_json(client, "/api/v1/agents/shop/conversations/t1")
@@ -873,7 +868,7 @@ class Bloated(Flaky):
 async def test_S7_an_answer_over_the_limit_is_not_read_on_and_nothing_is_lost(rig: Rig) -> None:
     bloated = Bloated()
     async with AsyncExitStack() as stack:
-        client, _gw = await follow_t1(rig, stack, bloated.app())
+        client, _gw = await follow_t1(rig, stack, await serve_app(stack, bloated.app()))
 
         async def shown() -> bool:
             chat = await get_json(client, "/api/v1/agents/shop/conversations/t1")
@@ -888,37 +883,31 @@ async def test_A7_S2_an_unknown_pause_kind_is_shown_unanswerable_and_odd_data_is
     rig: Rig,
 ) -> None:
     store = RunStore(rig.tmp / "runs.db", reader=odd_reader)
-    async with Worker(store).serve() as url:
-        bridge = await start_bridge(rig, url)
-        try:
-            await bridge.thread("t1")
-            sock = await rig.serve("shop", bridge.agent)
-            client, gw = await rig.gateway([Source(name="shop", socket=sock)])
-            await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
-            path = "/api/v1/agents/shop/conversations/t1/messages"
-            await post_json(client, path, {"request_id": "m1", "text": "go"})
-            found: list[dict[str, Any]] = []
+    async with AsyncExitStack() as stack:
+        url = await stack.enter_async_context(Worker(store).serve())
+        client, _gw = await follow_t1(rig, stack, url)
+        path = "/api/v1/agents/shop/conversations/t1/messages"
+        await post_json(client, path, {"request_id": "m1", "text": "go"})
+        found: list[dict[str, Any]] = []
 
-            async def two() -> bool:
-                nonlocal found
-                chat = await get_json(client, "/api/v1/agents/shop/conversations/t1")
-                found = chat["cards"]["cards"]
-                return len(found) == 2
+        async def two() -> bool:
+            nonlocal found
+            chat = await get_json(client, "/api/v1/agents/shop/conversations/t1")
+            found = chat["cards"]["cards"]
+            return len(found) == 2
 
-            await eventually(two)
-            odd, fine = found
-            assert odd["title"] == "Escalate to a manager?"
-            assert odd["answerable"] is False
-            assert odd["notices"] == ["This ask cannot be answered from the phone."]
-            assert (fine["kind"], fine["title"]) == ("text", "Which order?")
-            answer = {"request_id": "r1", "version": 1, "answer": {"text": "4411"}}
-            result = await post_json(
-                client, f"/api/v1/agents/shop/asks/{fine['ask_id']}/answer", answer
-            )
-            assert result["outcome"] == "accepted"
-            assert len(store.open_interrupts("t1")) == 2  # the escalation and the long one wait
-        finally:
-            await stop_bridge(rig, bridge)
+        await eventually(two)
+        odd, fine = found
+        assert odd["title"] == "Escalate to a manager?"
+        assert odd["answerable"] is False
+        assert odd["notices"] == ["This ask cannot be answered from the phone."]
+        assert (fine["kind"], fine["title"]) == ("text", "Which order?")
+        answer = {"request_id": "r1", "version": 1, "answer": {"text": "4411"}}
+        result = await post_json(
+            client, f"/api/v1/agents/shop/asks/{fine['ask_id']}/answer", answer
+        )
+        assert result["outcome"] == "accepted"
+        assert len(store.open_interrupts("t1")) == 2  # the escalation and the long one wait
 
 
 # --- the bridge and the server as processes, as a person runs them ----------------------------
