@@ -108,6 +108,7 @@ class Gateway:
         store = await Store.open(settings.db_path)
         gateway = cls(settings, store)
         gateway.mirrors = await store.load_mirrors(gateway.sources)
+        await gateway.answering.load()
         gateway.pushing = await Pushing.open(gateway, settings.push_targets)
         store.start_flusher()
         gateway.supervisor.start()
