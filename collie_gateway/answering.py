@@ -80,6 +80,13 @@ class Answering:
         else:
             self._unsettled[tap.request_id] = (tap.agent, tap.ask_id)
 
+    def may_settle(self, agent: str, ask_id: str, request_id: str | None) -> bool:
+        """Whether an ``ask.resolved`` of this ask has a tap to settle or send again: the
+        request id it names is unsettled or being sent, or another tap on the ask is."""
+        if request_id is not None and self.in_flight(request_id):
+            return True
+        return self.unsettled(agent, ask_id)
+
     def unsettled(self, agent: str, ask_id: str | None = None) -> bool:
         """Whether the ledger holds an unsettled tap of ``agent`` (on ``ask_id``, if given)."""
         return any(
