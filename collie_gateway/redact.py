@@ -28,6 +28,9 @@ _START = r"(?<![A-Za-z0-9])"
 # a kept prefix followed by MASK can never be read as a new value (idempotence).
 _VALUE = r"[^\s\"'`,;&<>()\[\]{}•]"
 _VALUE_END = r"(?=[\s\"'`,;&<>)\[\]{}]|\Z)"  # not "(": a value before "(" is a call
+# Providers' documentation marks its example keys so (AWS: AKIAIOSFODNN7EXAMPLE); random
+# characters spell it in upper case almost never.
+_DOCUMENTED: Final = "EXAMPLE"
 _PASSWORD_KEYS: Final = frozenset({"pass", "password", "passwd", "passphrase", "pwd"})
 # Words (lower, Capitalised, UPPER, CamelCase) joined by "-", "_", "." or spaces.
 _WORD = r"(?:[A-Za-z][a-z]*|[A-Z]+|(?:[A-Z][a-z]+)+)"
@@ -74,11 +77,16 @@ def _password_like(s: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Rule:
-    """One secret shape: group ``s`` (else the match) is masked, group ``k`` is kept."""
+    """One secret shape: group ``s`` (else the match) is masked, group ``k`` is kept.
+
+    ``needles``: lower-case strings one of which every match holds; a text holding none is
+    not searched (most text holds no secret, and a substring test is far cheaper than a scan).
+    """
 
     name: str
     pattern: re.Pattern[str]
     check: Callable[[re.Match[str]], bool] | None = None
+    needles: tuple[str, ...] = ()
 
 
 def _generic_check(m: re.Match[str]) -> bool:
@@ -92,6 +100,27 @@ def _generic_check(m: re.Match[str]) -> bool:
     return _password_like(value)
 
 
+def _argument_check(m: re.Match[str]) -> bool:
+    """A flag's value after a space: not a variable, not the next flag, then as assigned."""
+    return not _value(m).startswith(("$", "-")) and _generic_check(m)
+
+
+def _credential(s: str) -> bool:
+    """Whether the password half of ``user:password`` is one (not ``$PASS``, not a gid)."""
+    return not s.startswith("$") and _password_like(s)
+
+
+def _prefixed(
+    name: str,
+    prefix: str,
+    body: str,
+    needles: tuple[str, ...],
+    check: Callable[[re.Match[str]], bool] | None = None,
+) -> _Rule:
+    """A token that starts a word with a fixed kind ``prefix`` (kept), then ``body``."""
+    return _Rule(name, re.compile(rf"{_START}(?P<k>{prefix}){body}"), check, needles)
+
+
 def _quoted_or_bare(name: str) -> str:
     """A value: in double, single or back quotes (may hold spaces), or bare up to a delimiter."""
     return (
@@ -101,14 +130,16 @@ def _quoted_or_bare(name: str) -> str:
     )
 
 
-def _value_rule(name: str, regex: str, check: Callable[[str], bool]) -> _Rule:
+def _value_rule(
+    name: str, regex: str, check: Callable[[str], bool], needles: tuple[str, ...] = ()
+) -> _Rule:
     """A rule whose value may be quoted; ``check`` decides on the value's text."""
     pattern = re.compile(regex)
 
     def run(m: re.Match[str]) -> bool:
         return check(_value(m))
 
-    return _Rule(name, pattern, run)
+    return _Rule(name, pattern, run, needles)
 
 
 def _value(m: re.Match[str]) -> str:
@@ -132,37 +163,51 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r".*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:\\n)?|\Z)",
             re.S,
         ),
+        needles=("-----begin",),
     ),
     _Rule(
         "jwt",
         re.compile(_START + r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*"),
+        needles=("eyj",),
     ),
     # GitHub's prefixes are distinctive enough to need no boundary: "xghp_…" glued to a word
     # is still a token (gitleaks' rule has none either).
-    _Rule("github", re.compile(r"(?P<k>gh[pousr]_)[A-Za-z0-9]{30,}")),
-    _Rule("github-fine-grained", re.compile(r"(?P<k>github_pat_)[A-Za-z0-9_]{30,}")),
+    _Rule("github", re.compile(r"(?P<k>gh[pousr]_)[A-Za-z0-9]{30,}"), needles=("gh",)),
+    _Rule(
+        "github-fine-grained",
+        re.compile(r"(?P<k>github_pat_)[A-Za-z0-9_]{30,}"),
+        needles=("github_pat_",),
+    ),
     # sk-ant-api03-, sk-ant-admin01-, sk-ant-oat01-: the kind stays visible.
-    _Rule("anthropic", re.compile(_START + r"(?P<k>sk-ant-(?:[a-z]+\d\d-)?)[A-Za-z0-9_-]{20,}")),
+    _Rule(
+        "anthropic",
+        re.compile(_START + r"(?P<k>sk-ant-(?:[a-z]+\d\d-)?)[A-Za-z0-9_-]{20,}"),
+        needles=("sk-ant-",),
+    ),
     _Rule(
         "openai",
         re.compile(_START + r"(?P<k>sk-(?:(?:proj|svcacct|admin)-)?)(?!ant-)[A-Za-z0-9_-]{20,}"),
         lambda m: _mixed(m.group(0)[len(m.group("k")) :]),
+        needles=("sk-",),
     ),
     _Rule(
         "aws-access-key-id",
         re.compile(_START + r"(?P<k>AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        needles=("akia", "asia", "abia", "acca"),
     ),
     # Families after gitleaks' pypi, azure-storage, discord, vault and digitalocean rules.
-    _Rule("pypi", re.compile(_START + r"(?P<k>pypi-)AgE[A-Za-z0-9_-]{50,}")),
+    _Rule("pypi", re.compile(_START + r"(?P<k>pypi-)AgE[A-Za-z0-9_-]{50,}"), needles=("pypi-",)),
     _Rule(
         "azure-storage-account-key",
         re.compile(r"(?i)AccountKey\s*=\s*(?P<s>[A-Za-z0-9+/]{80,100}={0,2})(?![A-Za-z0-9+/=])"),
+        needles=("accountkey",),
     ),
     _Rule(
         # A shared access signature in a URL's query: percent-encoded base64.
         "azure-sas-signature",
         re.compile(r"[?&]sig=(?P<s>[A-Za-z0-9%+/=]{30,})(?![A-Za-z0-9%+/=])"),
         lambda m: _entropy(m.group("s")) >= 3.5,
+        needles=("sig=",),
     ),
     _Rule(
         # Bot tokens: the bot's id in base64 ("M…"–"O…"), a timestamp, an HMAC.
@@ -172,37 +217,190 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"(?![A-Za-z0-9_-])"
         ),
     ),
-    _Rule("vault-token", re.compile(_START + r"(?P<k>hv[sbr]\.)[A-Za-z0-9_-]{24,}")),
-    _Rule("digitalocean", re.compile(_START + r"(?P<k>do[opr]_v1_)[a-f0-9]{64}(?![a-f0-9])")),
-    _Rule("google-api-key", re.compile(_START + r"(?P<k>AIza)[A-Za-z0-9_-]{30,}")),
+    _Rule(
+        "vault-token",
+        re.compile(_START + r"(?P<k>hv[sbr]\.)[A-Za-z0-9_-]{24,}"),
+        needles=("hvs.", "hvb.", "hvr."),
+    ),
+    _Rule(
+        "digitalocean",
+        re.compile(_START + r"(?P<k>do[opr]_v1_)[a-f0-9]{64}(?![a-f0-9])"),
+        needles=("_v1_",),
+    ),
+    _Rule(
+        "google-api-key", re.compile(_START + r"(?P<k>AIza)[A-Za-z0-9_-]{30,}"), needles=("aiza",)
+    ),
     _Rule(
         "slack-token",
         re.compile(_START + r"(?P<k>xox[abeoprs]-)[A-Za-z0-9-]{10,}"),
         lambda m: any(c.isdigit() for c in m.group(0)),  # not "xoxo-hugs-and-kisses"
+        needles=("xox",),
     ),
-    _Rule("slack-app-token", re.compile(_START + r"(?P<k>xapp-)[0-9]-[A-Za-z0-9-]{10,}")),
+    _Rule(
+        "slack-app-token",
+        re.compile(_START + r"(?P<k>xapp-)[0-9]-[A-Za-z0-9-]{10,}"),
+        needles=("xapp-",),
+    ),
     _Rule(
         "slack-webhook",
         re.compile(
             r"(?P<k>https://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_+-]{20,}"
         ),
+        needles=("hooks.slack.com/",),
     ),
-    _Rule("stripe", re.compile(_START + r"(?P<k>(?:sk|rk)_(?:live|test)_)[A-Za-z0-9]{16,}")),
-    _Rule("stripe-webhook-secret", re.compile(_START + r"(?P<k>whsec_)[A-Za-z0-9]{24,}")),
-    _Rule("npm", re.compile(_START + r"(?P<k>npm_)[A-Za-z0-9]{36}(?![A-Za-z0-9])")),
+    _Rule(
+        "stripe",
+        re.compile(_START + r"(?P<k>(?:sk|rk)_(?:live|test|prod)_)[A-Za-z0-9]{16,}"),
+        needles=("k_live_", "k_test_", "k_prod_"),
+    ),
+    _Rule(
+        "stripe-webhook-secret",
+        re.compile(_START + r"(?P<k>whsec_)[A-Za-z0-9]{24,}"),
+        needles=("whsec_",),
+    ),
+    _Rule(
+        "npm", re.compile(_START + r"(?P<k>npm_)[A-Za-z0-9]{36}(?![A-Za-z0-9])"), needles=("npm_",)
+    ),
     _Rule(
         "gitlab",
-        re.compile(_START + r"(?P<k>gl(?:pat|dt|rt|ptt|cbt|oas|soat)-)[A-Za-z0-9_-]{20,}"),
+        re.compile(
+            _START + r"(?P<k>gl(?:pat|dt|rt|ptt|cbt|oas|soat|ft|imt|agent|ffct)-)[A-Za-z0-9_-]{20,}"
+        ),
+        needles=("gl",),
     ),
-    _Rule("twilio-api-key", re.compile(_START + r"(?P<k>SK)[0-9a-fA-F]{32}(?![A-Za-z0-9])")),
+    _Rule(
+        "twilio-api-key",
+        re.compile(_START + r"(?P<k>SK)[0-9a-fA-F]{32}(?![A-Za-z0-9])"),
+        needles=("sk",),
+    ),
     _Rule(
         "sendgrid",
         re.compile(_START + r"(?P<k>SG\.)[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),
+        needles=("sg.",),
     ),
     _Rule(
         "huggingface",
         re.compile(_START + r"(?P<k>hf_)[A-Za-z0-9]{30,}"),
         lambda m: _mixed(m.group(0)) or _entropy(m.group(0)) >= 4.0,
+        needles=("hf_",),
+    ),
+    # Families after gitleaks' rules of the same names (issue 9.10, second held-out set).
+    _prefixed("linear", r"lin_(?:api|oauth)_", r"[A-Za-z0-9]{32,64}(?![A-Za-z0-9])", ("lin_",)),
+    _Rule(
+        # A 32-hex API key or 40-hex app key has the shape of an md5 or a commit, so it is
+        # masked only where the line names Datadog ("datadog", "dd_", "dd-") before a key
+        # named api/app key: a bare hex string is never taken for one.
+        "datadog",
+        re.compile(
+            r"(?i)(?:datadog|(?<![a-z0-9])dd[_-])[^\n]{0,80}?"
+            r"(?<![a-z0-9])(?:api|app(?:lication)?)[ _-]?key[\"']?"
+            r"(?:\s*(?::=|=>|[:=])\s*|\s+(?:is\s+)?)[\"']?"
+            r"(?P<s>[a-f0-9]{40}|[a-f0-9]{32})(?![a-z0-9])"
+        ),
+        needles=("datadog", "dd_", "dd-"),
+    ),
+    _Rule(
+        "atlassian",
+        re.compile(_START + r"ATATT3[A-Za-z0-9_=-]{150,250}(?![A-Za-z0-9_=-])"),
+        needles=("atatt3",),
+    ),
+    _prefixed("shopify", r"shp(?:at|ca|pa|ss)_", r"[a-fA-F0-9]{32}(?![A-Za-z0-9])", ("shp",)),
+    _Rule(
+        # Keyed by the service's name: "key-" and 32 hex alone may be any cache key.
+        "mailgun",
+        re.compile(
+            r"(?i)mailgun[^\n]{0,80}?(?<![a-z0-9])"
+            r"(?P<s>key-[a-f0-9]{32}|[a-h0-9]{32}-[a-h0-9]{8}-[a-h0-9]{8})(?![a-z0-9-])"
+        ),
+        needles=("mailgun",),
+    ),
+    _prefixed(
+        "huggingface-org",
+        r"api_org_",
+        r"[A-Za-z]{34}(?![A-Za-z0-9])",
+        ("api_org_",),
+        lambda m: _entropy(m.group(0)) >= 4.0,
+    ),
+    _prefixed("heroku", r"HRKU-AA", r"[A-Za-z0-9_-]{58}(?![A-Za-z0-9_-])", ("hrku-",)),
+    _prefixed("grafana-cloud", r"glc_", r"[A-Za-z0-9+/]{32,400}={0,3}", ("glc_",)),
+    _prefixed(
+        "grafana-service-account",
+        r"glsa_",
+        r"[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}(?![A-Za-z0-9])",
+        ("glsa_",),
+    ),
+    _Rule(
+        # Legacy API keys: base64 of '{"k":"', no dots (so not a JWT).
+        "grafana-api-key",
+        re.compile(_START + r"eyJrIjoi[A-Za-z0-9]{70,400}={0,3}"),
+        needles=("eyjrijoi",),
+    ),
+    _prefixed(
+        "new-relic",
+        r"NR(?:AK|II|JS)-",
+        r"[A-Za-z0-9_-]{19,40}(?![A-Za-z0-9_-])",
+        ("nrak-", "nrii-", "nrjs-"),
+        lambda m: any(c.isdigit() for c in m.group(0)),
+    ),
+    _prefixed("sentry-token", r"sntry[us]_", r"[A-Za-z0-9+/=_]{40,400}", ("sntry",)),
+    _prefixed("postman", r"PMAK-", r"[a-fA-F0-9]{24}-[a-fA-F0-9]{34}(?![A-Za-z0-9])", ("pmak-",)),
+    _prefixed(
+        # dp.st.<config>.<token> for service tokens.
+        "doppler",
+        r"dp\.(?:pt|st|sa|ct|scim|audit)\.",
+        r"(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44}(?![A-Za-z0-9])",
+        ("dp.",),
+    ),
+    _Rule(
+        # <bot id>:AA<33>; the id is masked too (the token is the pair).
+        "telegram-bot-token",
+        re.compile(r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{33}(?![A-Za-z0-9_-])"),
+        needles=(":aa",),
+    ),
+    _prefixed("databricks", r"dapi", r"[a-f0-9]{32}(?:-[0-9])?(?![A-Za-z0-9])", ("dapi",)),
+    _prefixed("notion", r"ntn_", r"[0-9]{11}[A-Za-z0-9]{35}(?![A-Za-z0-9])", ("ntn_",)),
+    _prefixed(
+        "google-oauth-client-secret",
+        r"GOCSPX-",
+        r"[A-Za-z0-9_-]{28}(?![A-Za-z0-9_-])",
+        ("gocspx-",),
+    ),
+    _Rule(
+        # Microsoft Entra (Azure AD) client secrets: three characters, a digit, "Q~", 31–34.
+        "entra-client-secret",
+        re.compile(
+            r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}"
+            r"(?![A-Za-z0-9_~.-])"
+        ),
+        needles=("q~",),
+    ),
+    _Rule(
+        "age-secret-key",
+        re.compile(r"(?P<k>AGE-SECRET-KEY-1)[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+        needles=("age-secret-key-1",),
+    ),
+    _prefixed("docker-hub", r"dckr_(?:pat|oat)_", r"[A-Za-z0-9_-]{27,}", ("dckr_",)),
+    _Rule(
+        # scheme://TOKEN@host: a random user with no password is a key (Sentry DSNs, tokens
+        # in git remotes); a name ("alice", "x-access-token") is not.
+        "url-token-user",
+        re.compile(
+            r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://(?P<s>[A-Za-z0-9_-]{20,})"
+            r"(?=(?::[^\s/?#@•]*)?@[A-Za-z0-9\[])"
+        ),
+        lambda m: _random_looking(m.group("s")),
+        needles=("://",),
+    ),
+    _Rule(
+        # curl -u user:PASSWORD, --user=user:PASSWORD: only the password. Only after "curl":
+        # elsewhere "-u" is git's patch flag before HEAD:path, docker's uid:gid …
+        "basic-auth-argument",
+        re.compile(
+            r"\bcurl\b[^\n]{0,200}?(?<![^\s])(?:-u|--user)(?:\s+|=)[\"']?[^\s:\"'/]+:"
+            r"(?P<s>[^\s\"'•]+)"
+        ),
+        lambda m: _credential(m.group("s")),
+        needles=("curl",),
     ),
     _Rule(
         # scheme://user:PASSWORD@host — only the password; it may hold a raw "@".
@@ -212,6 +410,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"(?P<s>[^\s/?#•]+)@(?=[A-Za-z0-9\[])"
         ),
         lambda m: not _PLACEHOLDER.search(m.group("s")),
+        needles=("://",),
     ),
     _Rule(
         "authorization-header",
@@ -219,11 +418,13 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"(?i)authorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest)\s+"
             rf"(?P<s>{_VALUE}{{8,}}){_VALUE_END}"
         ),
+        needles=("authorization",),
     ),
     _Rule(
         "bearer",
         re.compile(rf"(?i){_START}bearer\s+(?P<s>{_VALUE}{{12,}}){_VALUE_END}"),
         lambda m: _random_looking(m.group("s")),
+        needles=("bearer",),
     ),
     _value_rule(
         "aws-secret-access-key",
@@ -231,6 +432,23 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"\s*(?:\"(?P<s>[A-Za-z0-9/+=]{40})\"|'(?P<s_1>[A-Za-z0-9/+=]{40})'"
         r"|(?P<s_2>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=]))",
         lambda v: _entropy(v) >= 3.0,
+        ("aws",),
+    ),
+    _Rule(
+        # --password VALUE, --api-key VALUE: a long flag named for a secret, then a space.
+        "secret-flag",
+        re.compile(
+            rf"(?i)(?<![^\s])--[a-z0-9-]{{0,40}}?(?P<kw>{_KEYWORDS})\s+{_quoted_or_bare('s')}"
+        ),
+        _argument_check,
+        needles=("--",),
+    ),
+    _Rule(
+        # "-p" is a password only after "login" (docker login, az login); elsewhere a port.
+        "login-password-flag",
+        re.compile(rf"(?i)\blogin\b[^\n]{{0,120}}?(?<![^\s])-p\s+{_quoted_or_bare('s')}"),
+        lambda m: not _value(m).startswith(("$", "-")) and _password_like(_value(m)),
+        needles=("login",),
     ),
     _Rule(
         # KEY=value, "key": "value", key: value, --key=value, ?key=value: the key ends in a
@@ -249,7 +467,14 @@ _RULES: Final[tuple[_Rule, ...]] = (
 def _spans(text: str) -> list[tuple[int, int, int]]:
     """Merged ``(start, end, kept)`` spans to mask; ``kept`` chars at ``start`` stay."""
     found: list[tuple[int, int, int]] = []
+    lower = text.lower()
     for rule in _RULES:
+        for needle in rule.needles:  # a loop, not any(): no generator per rule and text
+            if needle in lower:
+                break
+        else:
+            if rule.needles:
+                continue
         for m in rule.pattern.finditer(text):
             if rule.check is not None and not rule.check(m):
                 continue
@@ -258,6 +483,8 @@ def _spans(text: str) -> list[tuple[int, int, int]]:
                 if group in m.re.groupindex and m.group(group) is not None:
                     start, end = m.span(group)
                     break
+            if _DOCUMENTED in text[start:end]:
+                continue  # a provider's documented example (AKIAIOSFODNN7EXAMPLE): no secret
             kept = len(m.group("k")) if "k" in m.re.groupindex else 0
             found.append((start, end, kept))
     found.sort(key=lambda s: (s[0], -s[1]))

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collie_gateway.redact import ELLIPSIS, MASK, Redactor, redactor_from_env
+from fixtures.redaction.corpus import HELD_OUT, Clean, Secret, held_out, masked, score
 
 CORPUS = Path(__file__).parents[2] / "fixtures" / "redaction"
 SECRETS: list[dict[str, str]] = json.loads((CORPUS / "secrets.json").read_text("utf-8"))
@@ -171,12 +172,41 @@ def test_X1_github_token_glued_to_a_word_is_masked() -> None:
         assert token[4:12] not in masked, masked
 
 
-HELDOUT: dict[str, list[dict[str, str]]] = json.loads(
-    (CORPUS / "heldout.json").read_text("utf-8")
+HELD_OUT_CLEAN = [(name, c) for name in HELD_OUT for c in held_out(name)[1]]
+
+
+@pytest.mark.parametrize(
+    ("name", "case"), HELD_OUT_CLEAN, ids=[f"{n}-{c['input'][:40]}" for n, c in HELD_OUT_CLEAN]
 )
-
-
-@pytest.mark.parametrize("case", HELDOUT["clean"], ids=lambda c: c["input"][:40])
-def test_X1_no_false_alarm_out_of_sample(case: dict[str, str]) -> None:
-    """The held-out ordinary strings (issue 9.10): masking changes none of them."""
+def test_X1_no_false_alarm_out_of_sample(name: str, case: Clean) -> None:
+    """The held-out ordinary strings of each set (issue 9.10): masking changes none of them."""
     assert Redactor().mask(case["input"]) == case["input"]
+
+
+# Out of sample, measured (README, "Redaction (X1), measured"): each set's figure may only rise.
+HELD_OUT_MASKED = {"heldout.json": 20, "heldout-2.json": 32}
+
+
+@pytest.mark.parametrize("name", HELD_OUT)
+def test_X1_out_of_sample_figures_hold(name: str) -> None:
+    result = score(Redactor().mask, *held_out(name))
+    assert result.hits >= HELD_OUT_MASKED[name], result.misses
+    assert result.alarms == []
+
+
+def test_X1_the_score_counts_only_whole_masks() -> None:
+    """The corpus scorer: a kind prefix may stay; random characters, or a changed context,
+    make a miss."""
+    case: Secret = {
+        "description": "d",
+        "input": "key lin_api_aB3dE5fG7h and more",
+        "secret": "lin_api_aB3dE5fG7h",
+        "kept": "",
+        "expect": f"key {MASK} and more",
+    }
+    assert masked(case, f"key {MASK} and more")
+    assert masked(case, f"key lin_api_{MASK} and more")  # a kind prefix a rule keeps
+    assert not masked(case, f"key lin_api_aB3{MASK} and more")  # random characters left
+    assert not masked(case, f"key {MASK}")  # the context changed
+    assert not masked(case, case["input"])
+    assert score(lambda t: t, [case], [{"description": "c", "input": "x"}]).misses == ["d"]
