@@ -335,7 +335,8 @@ class ListResetEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class ChatReloadEvent(msgspec.Struct, kw_only=True):
-    """A chat's items were re-read after the agent's reset: read the chat again (issue 9).
+    """A chat's items were re-read after the agent's reset (or dropped: the chat is read from
+    the agent on its next open): read the chat again (issue 9).
 
     Attributes:
         agent: The agent's name.
@@ -394,7 +395,8 @@ class ListRemovedEvent(msgspec.Struct, kw_only=True):
 
 
 class ChatItemEvent(msgspec.Struct, kw_only=True):
-    """An item appended to a chat or updated (the agent's wire item).
+    """An item appended to a chat or updated (the agent's wire item); also a line being
+    written whose masked text changed whole (X1: a secret completed): replace the line.
 
     Attributes:
         agent: The agent's name.
@@ -414,7 +416,8 @@ class ChatDeltaEvent(msgspec.Struct, kw_only=True):
         agent: The agent's name.
         conversation_id: The conversation.
         item_id: The item growing.
-        text: The text to append to it.
+        text: The text to append to it, cleaned and masked as a read shows it (X1: a word
+            comes once it ends).
     """
 
     agent: str

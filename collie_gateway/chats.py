@@ -108,8 +108,9 @@ class ListPage:
 class Chats:
     """Lists and chats for every agent of one gateway."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, kept: int = CHATS_KEPT) -> None:
         self.gw = gateway
+        self.kept = kept  # chats kept live in memory
         self.closed: dict[str, ClosedRead] = {}
         self.chats: OrderedDict[tuple[str, str], ChatState] = OrderedDict()
         self.mine: dict[tuple[str, str], list[MyLine]] = {}
@@ -124,6 +125,11 @@ class Chats:
         # Items still being written, by chat: their text as shown, cleaned delta by delta.
         # A loaded chat's ``texts`` holds the same objects, so each delta is cleaned once.
         self.writing: dict[tuple[str, str], dict[str, ShownText]] = {}
+        self._writing_items: dict[tuple[str, str], dict[str, Item]] = {}  # the same, as sent
+        # Chats dropped from memory (past ``kept``): phones may still show them, and deltas
+        # still reach them through ``writing``; after a reset they are read again on their
+        # next open, and the phones are told to (issue 9.1).
+        self._dropped: set[tuple[str, str]] = set()
         self._rereads: dict[tuple[str, str], bool] = {}  # chats read again; True: once more
 
     async def close(self) -> None:
@@ -326,10 +332,20 @@ class Chats:
         self.writing[key] = {
             item.id: state.texts[item.id] for item in state.items if not item.final
         }
+        self._writing_items[key] = {item.id: item for item in state.items if not item.final}
+        if state.last_item is not None:
+            self.last_item[key] = state.last_item
         self.chats[key] = state
-        while len(self.chats) > CHATS_KEPT:
-            self.chats.popitem(last=False)
+        self._dropped.discard(key)
+        while len(self.chats) > self.kept:
+            dropped, _ = self.chats.popitem(last=False)
+            self._dropped.add(dropped)
         return state
+
+    @property
+    def _items_mask(self) -> Callable[[str], str] | None:
+        """How chat items are masked (X1): the redactor's rules, or None when it is off."""
+        return self.gw.redactor.mask if self.gw.redactor.enabled else None
 
     def view(self, agent: str, state: ChatState, *, show_all: bool = False) -> Chat:
         """Build the chat as the phone draws it now."""
@@ -342,7 +358,7 @@ class Chats:
             now=now,
             redact=self.gw.redact,
             agent_subtitle=mirror.hello.subtitle if mirror.hello else None,
-            redact_items=self.gw.redactor.mask,
+            redact_items=self._items_mask,
         )
         key = (agent, state.conv.id)
         mine = self.mine.get(key, [])
@@ -418,6 +434,7 @@ class Chats:
                 self.add_note(agent, cid, f"stop:{turn}", note)
             case ConversationClosed():
                 self.writing.pop(key, None)
+                self._writing_items.pop(key, None)
                 self._refresh_closed_soon(agent)
             case ConversationOpened():
                 self._refresh_closed_soon(agent)
@@ -441,13 +458,19 @@ class Chats:
         phones' live stream alike (issue 9.2: live equals reload)."""
         shown = chat_text(item.text)
         writing = self.writing.setdefault(key, {})
+        items = self._writing_items.setdefault(key, {})
         if item.final:
             writing.pop(item.id, None)
+            items.pop(item.id, None)
         else:
             writing[item.id] = shown
+            items[item.id] = item
         if state is not None:
             state.put(item, shown)
-        line = item_line(item, self.gw.settings.catalogue, shown, self.gw.redactor.mask)
+        self._publish_line(key, item, shown)
+
+    def _publish_line(self, key: tuple[str, str], item: Item, shown: ShownText) -> None:
+        line = item_line(item, self.gw.settings.catalogue, shown, self._items_mask)
         self.gw.bus.publish("chat.item", {"agent": key[0], "conversation_id": key[1], "item": line})
 
     def _delta(self, key: tuple[str, str], item_id: str, raw: str) -> None:
@@ -457,10 +480,25 @@ class Chats:
         if shown is None:
             # Begun before this gateway followed the agent, in a chat not read: from here.
             shown = writing[item_id] = ShownText(CHAT_TEXT_LIMIT)
+        mask = self._items_mask
+        if mask is not None:
+            shown.keep_live(mask)  # from now on each piece is masked as it comes (X1)
         was_cut = shown.cut
         piece = shown.feed(raw)
         if not piece:
             return
+        if mask is not None:
+            change = shown.live_change
+            if change is None:
+                # Masking changed text already shown (a token completed): the whole line,
+                # which phones put in place of theirs, so they show what a read shows.
+                item = self._writing_items.get(key, {}).get(item_id)
+                if item is not None:
+                    self._publish_line(key, item, shown)
+                return
+            piece = change
+            if not piece and not shown.cut:
+                return  # held back: an unfinished word may be the start of a secret
         event: dict[str, object] = {
             "agent": key[0],
             "conversation_id": key[1],
@@ -478,6 +516,14 @@ class Chats:
         lost events): read every chat kept for it again, then tell the phones to. A chat
         being read for the first time reads again by itself (``_epochs``)."""
         self._epochs[agent] = self._epochs.get(agent, 0) + 1
+        for key in [k for k in self._dropped if k[0] == agent]:
+            # Not in memory: their next open reads them from the agent. What the gateway
+            # still holds of them (the items being written) may lack lost events: drop it,
+            # and tell the phones that may show them to read them again.
+            self._dropped.discard(key)
+            self.writing.pop(key, None)
+            self._writing_items.pop(key, None)
+            self.gw.bus.publish("chat.reload", {"agent": agent, "conversation_id": key[1]})
         for key in [k for k in self.chats if k[0] == agent]:
             if key in self._rereads:
                 self._rereads[key] = True  # the read under way may predate this one

@@ -559,3 +559,229 @@ def redactor_from_env(environ: Mapping[str, str]) -> Redactor:
     """Build the redactor from ``COLLIE_REDACT``: on unless "0", "false", "off" or "no"."""
     value = environ.get(ENV_VAR, "").strip().lower()
     return Redactor(enabled=value not in _OFF)
+
+
+# --- masking a text while it is written (X1 on a streamed reply) ------------------------------
+#
+# A reply streams in small pieces; masking its whole text on each piece costs too much
+# (tens of µs for a word, milliseconds for a page), and a secret's first characters must
+# never reach the phone. ``LiveMask`` masks only the uncommitted tail of the text, holds back
+# what a secret could still be written into, and commits the tail once no rule can match
+# across its end. Its needles are necessary conditions of the rules above: where none is
+# found, no rule matches and masking changes nothing (tested on the whole corpus).
+
+# Rules whose match may hold whitespace: a keyword, then a value. Each needle is the rule's
+# part up to where the value starts, or any part of it that the text so far ends in; its end
+# is where the value starts.
+_VALUE_NEEDLES: Final = re.compile(
+    rf"(?i:(?:{_KEYWORDS})s?[\"']?\s*(?:(?::=|=>|=|:(?=[\s\"'`]))\s*|\Z))"
+    r"|(?i:authorization[\"']?\s*(?:[:=]\s*[\"']?(?:(?:basic|bearer|token|digest)(?:\s+|\Z))?|\Z))"
+    r"|(?i:(?<![A-Za-z0-9])bearer(?:\s+|\Z))"
+    r"|(?i:aws[A-Za-z0-9_.-]{0,20}?(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?\s*"
+    r"(?:(?::=|=>|[:=])\s*|\Z))"
+    r"|(?i:AccountKey\s*(?:=\s*|\Z))"
+    rf"|(?i:(?<![^\s])--[a-z0-9-]{{0,40}}?(?:{_KEYWORDS})(?:\s+|\Z))"  # --password VALUE
+    r"|(?i:(?<![^\s])-p(?:\s+|\Z))"  # login … -p VALUE
+)
+# Rules bounded by a line that may span it from a word far before their value (curl … -u,
+# login … -p, Datadog … api key is): a line holding one is not committed before it ends.
+_LINE_WORDS: Final = ("curl", "login", "datadog", "dd_", "dd-", "mailgun")
+# Every rule whose match may hold whitespace, each handled above (by a value needle, a line
+# word or the PEM states): a new one must be added here and there (a test checks the list).
+SPANNING_RULES: Final = frozenset(
+    {
+        *("pem-private-key", "azure-storage-account-key", "datadog", "mailgun"),
+        *("url-token-user", "basic-auth-argument", "url-password", "authorization-header"),
+        *("bearer", "aws-secret-access-key", "secret-flag", "login-password-flag"),
+        "generic-assignment",
+    }
+)
+# A PEM header: its start, and the whole header of a private key.
+_PEM_START: Final = re.compile(r"-----BEGIN[ A-Z0-9]*")
+_PEM_HEADER: Final = re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_KEY: Final = re.compile(r"(?:\s|\\[nr])*(?:[A-Za-z-]+:|[A-Za-z0-9+/]{8})")
+_PEM_GAP: Final = re.compile(r"(?:\s|\\[nr])*")
+_PEM_END: Final = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
+# What every rule's match holds: the rules' own needles; for the two without, the generic
+# rule's keywords (lower-cased) and a Discord token's run.
+_KEYWORD_NEEDLES: Final = ("pass", "pwd", "secret", "token", "key", "auth", "credential")
+
+
+def _fewest(needles: tuple[str, ...]) -> tuple[str, ...]:
+    """The needles that hold no other (a text holding "sk-ant-" holds "sk-")."""
+    return tuple(n for n in needles if not any(m != n and m in n for m in needles))
+
+
+_RULE_NEEDLES: Final = _fewest(
+    tuple(dict.fromkeys([*_KEYWORD_NEEDLES, *(n for rule in _RULES for n in rule.needles)]))
+)
+_NEEDLES_BY_FIRST: Final[dict[str, tuple[str, ...]]] = {
+    first: tuple(n for n in _RULE_NEEDLES if n[0] == first)
+    for first in {n[0] for n in _RULE_NEEDLES}
+}
+_NEEDLE_FIRSTS: Final = frozenset(_NEEDLES_BY_FIRST)
+_DISCORD_RUN: Final = re.compile(r"[MNO][A-Za-z0-9_-]{22}")
+
+
+def _may_need_mask(text: str) -> bool:
+    """False only where no rule can match (then masking changes nothing): cheaper than
+    masking, which runs the generic rule's scan on every text."""
+    lower = text.lower()
+    for first in _NEEDLE_FIRSTS.intersection(lower):  # a short text: only a few needles
+        for needle in _NEEDLES_BY_FIRST[first]:
+            if needle in lower:
+                return True
+    return len(text) >= 24 and _DISCORD_RUN.search(text) is not None
+
+
+_BREAK_CHARS: Final = (" ", "\n", "\t")
+_QUOTED_MAX: Final = 202  # a quoted value: at most 200 characters and its two quotes
+
+
+class LiveMask:
+    """A text being written, masked as it grows (X1): ``feed`` takes each new piece and
+    returns what the shown text gains (``""`` for nothing), or ``None`` when masking changed
+    text already shown (a token completed): then ``text`` is the whole shown text anew.
+
+    What is shown lags the text: an unfinished word (a secret may be growing in it), a
+    quoted value after a keyword until its quote closes, and anything after a private key's
+    header once key material follows (shown as the mask). So a secret's characters are never
+    shown, only its kept prefix and the mask; a private key's header line may show until its
+    first line of key material arrives. ``done`` shows the rest (the text was cut: nothing
+    more comes). Built for ``Redactor.mask``: its needles are that rule set's.
+    """
+
+    __slots__ = (
+        "_committed",
+        "_joined",
+        "_mask",
+        "_pem_open",
+        "_shown",
+        "_tail",
+        "_whole",
+        "_word",
+    )
+
+    def __init__(self, mask: Callable[[str], str]) -> None:
+        self._mask = mask
+        self._committed: list[str] = []  # the text up to a safe boundary, masked
+        self._joined = ""
+        self._tail = ""  # the text after it up to its last break, as written
+        self._shown = ""  # the part of the tail shown, masked
+        self._pem_open = False  # the tail shows a private key's mask to its end
+        self._word: list[str] = []  # the unfinished word after the tail, in pieces
+        self._whole = False
+
+    @property
+    def text(self) -> str:
+        """What is shown now."""
+        if len(self._committed) > 1:
+            self._joined = "".join(self._committed)
+            self._committed = [self._joined]
+        elif self._committed:
+            self._joined = self._committed[0]
+        return self._joined + self._shown
+
+    def done(self) -> str | None:
+        """No more text comes: show all of it. Returns as ``feed``."""
+        self._whole = True
+        return self.feed("", force=True)
+
+    def feed(self, piece: str, *, force: bool = False) -> str | None:
+        """Add a piece of (cleaned) text; return what the shown text gains, or ``None``."""
+        if not piece and not force:
+            return ""
+        # Only text up to the last break is looked at: the unfinished word after it waits
+        # in pieces (a long run written in small pieces costs no copy of it per piece).
+        if self._whole:
+            self._word.append(piece)
+            words, self._word = "".join(self._word), []
+        elif cut := max(piece.rfind(ch) for ch in _BREAK_CHARS) + 1:
+            self._word.append(piece[:cut])
+            words, self._word = "".join(self._word), [piece[cut:]] if cut < len(piece) else []
+        else:
+            if piece:
+                self._word.append(piece)
+            if not force:
+                return ""  # only the unfinished word grew: nothing new to show
+            words = ""
+        old_end = len(self._tail)
+        self._tail += words
+        if self._pem_open and not self._whole:
+            # A private key's mask runs to the end until its END line comes: nothing new.
+            end = _PEM_END.search(self._tail, max(0, old_end - 64))
+            if end is None or self._tail[end.end() : end.end() + 2] in ("", "\\"):
+                return ""  # (a "\\n" escape after the END line belongs to the block)
+            # The key ends: what shows up to it (ending in the mask) stays, as the rules
+            # mask the whole block; the rest is worked out alone (not the block again).
+            stop = end.end() + (2 if self._tail.startswith("\\n", end.end()) else 0)
+            self._committed.append(self._shown)
+            self._tail = self._tail[stop:]
+            self._shown = ""
+            self._pem_open = False
+            return self.feed("", force=True)
+        self._pem_open = False
+        window = self._tail
+        if _may_need_mask(window):
+            settled, held = self._settled(window)
+            window = window[:held]
+            masked = self._mask(window)
+        else:
+            settled, held, masked = True, len(window), window  # the common case: plain words
+        old = self._shown
+        if settled and held:
+            self._committed.append(masked)
+            self._tail = self._tail[held:]
+            self._shown = ""
+        else:
+            self._shown = masked
+        if masked.startswith(old):
+            return masked[len(old) :]
+        return None
+
+    def _settled(self, window: str) -> tuple[bool, int]:
+        """Whether no rule can match across the window's end whatever comes next, and where
+        the shown part ends (before a quoted value still open)."""
+        if self._whole:
+            return True, len(window)
+        settled = True
+        held = len(window)
+        for m in _VALUE_NEEDLES.finditer(window):
+            start = m.end()
+            if start >= len(window):
+                settled = False  # the value has not begun
+            elif window[start] in "\"'":
+                close = window.find(window[start], start + 1)
+                line_end = window.find("\n", start + 1)
+                if close < 0 and line_end < 0 and len(window) - start < _QUOTED_MAX:
+                    settled = False  # a quoted value may be a passphrase: hold it whole
+                    held = min(held, start)
+        if _open_line(window):
+            settled = False
+        start = window.rfind("-----BEGIN")
+        if start < 0:
+            return settled, held
+        header = _PEM_HEADER.match(window, start)
+        if header is None:
+            begun = _PEM_START.match(window, start)
+            if begun is not None and begun.end() == len(window):
+                settled = False  # a header still being written
+        elif not _PEM_END.search(window, header.end()):
+            gap = _PEM_GAP.match(window, header.end())
+            assert gap is not None
+            if _PEM_KEY.match(window, header.end()):
+                settled = False
+                self._pem_open = True
+            elif gap.end() >= len(window) or not any(
+                ch in window[gap.end() :] for ch in _BREAK_CHARS
+            ):
+                settled = False  # the next word decides whether key material follows
+        return settled, held
+
+
+def _open_line(window: str) -> bool:
+    """Whether the window's last line with text names a line-bounded rule's word (while the
+    lines after it are blank, its value may still come)."""
+    end = len(window.rstrip())
+    line = window[window.rfind("\n", 0, end) + 1 :].lower()
+    return any(word in line for word in _LINE_WORDS)

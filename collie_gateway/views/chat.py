@@ -169,7 +169,8 @@ class ChatContext:
     now: datetime
     redact: Callable[[str], str] | None = None
     agent_subtitle: str | None = None  # the hello's subtitle: H2's last fallback
-    # Masks chat items (X1): uncached, since item texts are long and each is masked once.
+    # Masks chat items (X1): ``Redactor.mask`` (None: off); uncached, since item texts are
+    # long and each is masked once.
     redact_items: Callable[[str], str] | None = None
 
 
@@ -203,12 +204,13 @@ def item_line(
     A markdown item being written shows its cleaned text, so that deltas add to it exactly;
     its final text is rendered (once: ``_render`` is cached).
 
-    ``redact`` masks secrets (X1) in a final item's text, a link's label and a tool's output;
-    an item still being written shows as it comes (its deltas append to it) and is masked
-    when its final text arrives."""
+    ``redact`` (``Redactor.mask``, or None: redaction off) masks secrets (X1) in the text, a
+    link's label and a tool's output. An item still being written shows its text masked as
+    it is written (``ShownText.live``: an unfinished word waits, so a secret's characters
+    never show); its final text is masked whole."""
     writing = not item.final
     shown = shown if shown is not None else chat_text(item.text)
-    text = shown.text if writing or redact is None else shown.masked(redact)
+    text = _shown_text(shown, redact, writing=writing)
     line = ChatLine(
         kind=item.kind,
         id=item.id,
@@ -243,6 +245,12 @@ def item_line(
         case _:
             line.text = text
     return line
+
+
+def _shown_text(shown: ShownText, redact: Callable[[str], str] | None, *, writing: bool) -> str:
+    if redact is None:
+        return shown.text
+    return shown.live(redact) if writing else shown.masked(redact)
 
 
 def my_line(mine: MyLine, catalogue: Catalogue) -> ChatLine:

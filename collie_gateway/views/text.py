@@ -10,6 +10,8 @@ import unicodedata
 from collections.abc import Callable
 from typing import Final, NamedTuple
 
+from collie_gateway.redact import LiveMask
+
 # Ours: how many characters each place on the phone shows, the "…" included.
 TITLE_LIMIT: Final = 200
 TEXT_LIMIT: Final = 2000
@@ -118,7 +120,19 @@ class ShownText:
     whether it stays.
     """
 
-    __slots__ = ("_cr", "_held", "_joined", "_masked", "_parts", "_prev", "cut", "limit", "size")
+    __slots__ = (
+        "_cr",
+        "_held",
+        "_joined",
+        "_live",
+        "_masked",
+        "_parts",
+        "_prev",
+        "cut",
+        "limit",
+        "live_change",
+        "size",
+    )
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -130,6 +144,9 @@ class ShownText:
         self._prev = ""  # the last character that is no variation selector or skin tone
         self._held = ""  # a joiner at the end whose next character has not come yet
         self._masked: tuple[str, str] | None = None  # (text, that text masked)
+        self._live: LiveMask | None = None  # the text masked as it is written, once asked
+        # What the last ``feed`` added to ``live``'s text; None: ``live`` changed whole.
+        self.live_change: str | None = ""
 
     @classmethod
     def of(cls, text: str, limit: int) -> ShownText:
@@ -153,8 +170,25 @@ class ShownText:
             self._masked = (text, redact(text))
         return self._masked[1]
 
+    def live(self, redact: Redact) -> str:
+        """The text being written with secrets masked (X1), as it may show before its
+        final text comes (``LiveMask``: an unfinished word and an open quoted value wait).
+        From the first call on, each ``feed`` keeps it and sets ``live_change``.
+        ``redact`` must be ``Redactor.mask`` (``LiveMask`` knows its rules)."""
+        return self.keep_live(redact).text
+
+    def keep_live(self, redact: Redact) -> LiveMask:
+        """Start masking as ``live`` does (from the text so far), without joining it."""
+        if self._live is None:
+            self._live = LiveMask(redact)
+            self._live.feed(self.text)
+            if self.cut:
+                self._live.done()
+        return self._live
+
     def feed(self, raw: str) -> str:
         """Add a raw piece; return the cleaned text it adds to what is shown ("" for none)."""
+        self.live_change = ""
         if not raw or self.cut:
             return ""
         if self._cr and raw[0] == "\n":
@@ -180,6 +214,12 @@ class ShownText:
             self.size += len(text)
             self._parts.append(text)
             self._joined = None
+            if self._live is not None:
+                change = self._live.feed(text)
+                if self.cut:  # nothing more comes: the rest shows
+                    rest = self._live.done()
+                    change = None if change is None or rest is None else change + rest
+                self.live_change = change
         return text
 
     def _remember_prev(self, text: str) -> None:

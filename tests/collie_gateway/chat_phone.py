@@ -22,13 +22,15 @@ UPDATED_AT = "2026-12-02T12:00:00Z"
 
 
 class LogAgent:
-    """One conversation ``c1`` of items; every change is an event in its log. ``cut_log``
-    forgets every event kept (a reader behind it gets ``reset``), ``lose_log`` also starts the
-    ids again from 1 (its store was lost), ``drop_streams`` ends every open ``/events``."""
+    """Conversations of items (``c1``, and any others named); every change is an event in
+    its log. ``cut_log`` forgets every event kept (a reader behind it gets ``reset``),
+    ``lose_log`` also starts the ids again from 1 (its store was lost), ``drop_streams`` ends
+    every open ``/events``."""
 
-    def __init__(self, features: list[str] | None = None) -> None:
+    def __init__(self, features: list[str] | None = None, others: tuple[str, ...] = ()) -> None:
         self.features = features or []
-        self.items: list[dict[str, Any]] = []
+        self.convs: dict[str, list[dict[str, Any]]] = {c: [] for c in ("c1", *others)}
+        self.items = self.convs["c1"]
         self.ids: list[int] = []  # the ids of the events kept, oldest first
         self.frames: list[bytes] = []
         self.next_id = 1
@@ -49,21 +51,24 @@ class LogAgent:
         self.wake.set()
         self.wake = asyncio.Event()
 
-    def append(self, kind: str = "reply", text: str = "", *, final: bool = False) -> str:
-        item = {"id": f"i{len(self.items)}", "kind": kind, "text": text, "final": final}
-        self.items.append(item)
-        self.emit({"type": "item.appended", "conversation_id": "c1", "item": dict(item)})
+    def append(
+        self, kind: str = "reply", text: str = "", *, final: bool = False, conv: str = "c1"
+    ) -> str:
+        items = self.convs[conv]
+        item = {"id": f"i{len(items)}", "kind": kind, "text": text, "final": final}
+        items.append(item)
+        self.emit({"type": "item.appended", "conversation_id": conv, "item": dict(item)})
         return str(item["id"])
 
-    def delta(self, item_id: str, text: str) -> None:
-        item = next(i for i in self.items if i["id"] == item_id)
+    def delta(self, item_id: str, text: str, conv: str = "c1") -> None:
+        item = next(i for i in self.convs[conv] if i["id"] == item_id)
         item["text"] += text
-        self.emit({"type": "item.delta", "conversation_id": "c1", "item_id": item_id, "text": text})
+        self.emit({"type": "item.delta", "conversation_id": conv, "item_id": item_id, "text": text})
 
-    def finish(self, item_id: str) -> None:
-        item = next(i for i in self.items if i["id"] == item_id)
+    def finish(self, item_id: str, conv: str = "c1") -> None:
+        item = next(i for i in self.convs[conv] if i["id"] == item_id)
         item["final"] = True
-        self.emit({"type": "item.updated", "conversation_id": "c1", "item": dict(item)})
+        self.emit({"type": "item.updated", "conversation_id": conv, "item": dict(item)})
 
     def cut_log(self) -> None:
         self.ids.clear()
@@ -80,10 +85,10 @@ class LogAgent:
 
     # --- the wire ------------------------------------------------------------------------------
 
-    def _conversation(self, *, items: bool) -> dict[str, Any]:
-        conv: dict[str, Any] = {"id": "c1", "title": "Notes", "updated_at": UPDATED_AT}
+    def _conversation(self, conv_id: str, *, items: bool) -> dict[str, Any]:
+        conv: dict[str, Any] = {"id": conv_id, "title": "Notes", "updated_at": UPDATED_AT}
         if items:
-            conv["items"] = self.items
+            conv["items"] = self.convs[conv_id]
         return conv
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -91,10 +96,11 @@ class LogAgent:
         if request.path == "/hello":
             return web.json_response({"wire": 1, "runtime": "log", "features": self.features})
         if request.path == "/conversations":
-            page = {"conversations": [self._conversation(items=False)]}
+            page = {"conversations": [self._conversation(c, items=False) for c in self.convs]}
             return web.json_response(page, headers=newest)
-        if request.path == "/conversations/c1":
-            return web.json_response(self._conversation(items=True), headers=newest)
+        conv_id = request.path.removeprefix("/conversations/")
+        if conv_id in self.convs:
+            return web.json_response(self._conversation(conv_id, items=True), headers=newest)
         if request.path == "/events":
             return await self._events(request)
         return web.json_response({"error": "not_found", "message": "no such path"}, status=404)

@@ -232,10 +232,16 @@ async def test_C2_a_long_reply_says_text_shortened_on_both_paths(rig: Rig) -> No
 
 async def test_C2_property_first_read_plus_live_events_equals_the_next_read(rig: Rig) -> None:
     """For random sequences of agent events (items of every kind appended whole or streamed,
-    deltas split anywhere, raw control and invisible characters, Markdown), a phone that read
-    the chat and then applied the live events shows exactly what the next read shows."""
+    deltas split anywhere, raw control and invisible characters, Markdown, pieces of secrets
+    masked as they are written, X1), a phone that read the chat and then applied the live
+    events shows exactly what the next read shows."""
     pieces = ["a", "b c", "\r", "\n", "\r\n", "\u200d", "\u0915", "\U0001f468", "\ufe0f"]
     pieces += ["\u202e", "\x00", "**", "[x](https://example.com)", "`", "# ", "- ", "é", " "]
+    # Secrets in pieces: a token completed by a later delta rewrites text already shown.
+    pieces += ["sk_live_", "4eC39HqLyjWDarjtT1zd", "ghp_KBJHFhMpKYolVviUsb6QL4PC", "6TMF3ctIJnlg"]
+    pieces += ['password = "', "hunter2 words", '"', "-----BEGIN RSA PRIVATE KEY-----\n"]
+    pieces += ["MIIEowIBAAKCAQEAx4aV1b2c\n", "-----END RSA PRIVATE KEY-----", "Bearer "]
+    pieces += ["-----BEGIN RSA PRIVATE KEY-----\n", "MIIEowIBAAKCAQEAx4aV1b2c\n"] * 3  # more often
     agent = LogAgent()
     sock = rig.tmp / "log.sock"
     await agent.serve(sock)

@@ -840,3 +840,52 @@ async def test_A1_card_sits_under_its_tool_call_and_theme_can_be_fixed(
     bg = await page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert bg == "rgb(18, 18, 18)"
     no_errors(page)
+
+
+# --- issue 9.1 / 9.10: after a reset the page reads the chat again; a streamed secret -------
+
+
+async def test_C2_X1_the_page_reads_a_chat_again_after_reset_and_never_shows_a_streamed_secret(
+    rig: Rig, browser: Browser, closing: Any
+) -> None:
+    """The tests' own agent streams "one two " and a Stripe key split in pieces (the page
+    shows its mask, never its characters); the gateway's link goes, "LOST-1 " and "LOST-2 "
+    are written and the agent's log is cut; back, the gateway gets ``reset`` and the page
+    reads the chat again (``chat.reload``): it shows the agent's text, nothing lost."""
+    from tests.collie_gateway.chat_phone import LogAgent
+
+    agent = LogAgent()
+    sock = rig.tmp / "log.sock"
+    await agent.serve(sock)
+    live = await gateway_for(rig, sock)
+    closing.append(live)
+    gw = live.gateway
+    assert gw is not None
+    try:
+        await eventually(lambda: gw.mirrors["desk"].state.value == "ready")
+        item = agent.append()
+        page = await open_page(browser, live.url + "#/a/desk/c/c1")
+        thread = page.locator("#thread")
+        await expect(page.get_by_role("heading", name="Notes")).to_be_visible()
+        screens: list[str] = []
+        for piece in ["one two sk_li", "ve_4eC39Hq", "LyjWDarjtT1", "zdp7dcQ then "]:
+            agent.delta(item, piece)
+            await asyncio.sleep(0.05)
+            screens.append(await thread.inner_text())
+        await expect(thread).to_contain_text("one two sk_live_•••• then")
+        screens.append(await thread.inner_text())
+        for text in screens:
+            assert "4eC39Hq" not in text
+            assert "sk_li" not in text.replace("sk_live_••••", "")
+        await agent.stop()
+        await eventually(lambda: gw.mirrors["desk"].state.value != "ready")
+        agent.delta(item, "LOST-1 ")
+        agent.delta(item, "LOST-2 ")
+        agent.cut_log()
+        await agent.serve(sock)
+        await eventually(lambda: agent.resets > 0)
+        agent.delta(item, "three ")
+        await expect(thread).to_contain_text("then LOST-1 LOST-2 three")
+        no_errors(page)
+    finally:
+        await agent.stop()
