@@ -13,6 +13,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -271,6 +272,40 @@ def seed_agent_db(path: Path, *, open_count: int, closed_count: int, now: dateti
 
 
 # --- reading server-sent events ----------------------------------------------------------
+
+
+async def get_latencies(
+    http: aiohttp.ClientSession,
+    paths: dict[str, str],
+    requests: int,
+    budget_s: float,
+    *,
+    warmup: int,
+    rng: random.Random | None = None,
+) -> dict[str, list[float]]:
+    """Seconds per GET of each of ``paths`` (key -> URL or path), keep-alive: ``warmup``
+    untimed rounds, then up to ``requests`` rounds of each path once (in a random order each
+    round when ``rng`` is given) while within ``budget_s``. A status other than 200 stops it."""
+    times: dict[str, list[float]] = {k: [] for k in paths}
+    for _ in range(warmup):
+        for url in paths.values():
+            async with http.get(url) as resp:
+                await resp.read()
+    clock = Timer()
+    for _ in range(requests):
+        order = list(paths)
+        if rng is not None:
+            rng.shuffle(order)
+        for key in order:
+            t = time.perf_counter()
+            async with http.get(paths[key]) as resp:
+                await resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"{paths[key]} answered {resp.status}")
+            times[key].append(time.perf_counter() - t)
+        if clock.elapsed > budget_s:
+            break
+    return times
 
 
 async def sse_events(resp: aiohttp.ClientResponse) -> AsyncIterator[SSEEvent]:

@@ -30,6 +30,7 @@ from _common import (
     Timer,
     bench_main,
     cpu_seconds,
+    get_latencies,
     heading,
     pct,
     ratio,
@@ -73,24 +74,8 @@ async def bare_ready(ports: dict[str, int]) -> float:
 
 async def latency(paths: dict[str, str], requests: int, budget_s: float) -> dict[str, list[float]]:
     """Each URL in turn, keep-alive, one connection per URL."""
-    times: dict[str, list[float]] = {k: [] for k in paths}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as http:
-        for _ in range(30):  # warm-up
-            for url in paths.values():
-                async with http.get(url) as resp:
-                    await resp.read()
-        clock = Timer()
-        for _ in range(requests):
-            for key, url in paths.items():
-                t = time.perf_counter()
-                async with http.get(url) as resp:
-                    await resp.read()
-                    if resp.status != 200:
-                        raise RuntimeError(f"{url} answered {resp.status}")
-                times[key].append(time.perf_counter() - t)
-            if clock.elapsed > budget_s:
-                break
-    return times
+        return await get_latencies(http, paths, requests, budget_s, warmup=30)
 
 
 async def watch(url: str, seen: dict[str, float], opened: asyncio.Event) -> None:

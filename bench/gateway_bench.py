@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from _common import (
     Spy,
     Timer,
     bench_main,
+    get_latencies,
     heading,
     pct,
     ratio,
@@ -59,28 +59,9 @@ async def latency(port: int, requests: int, budget_s: float) -> dict[str, list[f
     """Alternate dashboard and healthz requests (random order in each pair), keep-alive."""
     base = f"http://127.0.0.1:{port}"
     paths = {"dashboard": "/api/v1/dashboard", "healthz": "/healthz"}
-    times: dict[str, list[float]] = {k: [] for k in paths}
-    rng = random.Random(3)
     connector = aiohttp.TCPConnector(limit=1)
     async with aiohttp.ClientSession(base, connector=connector) as http:
-        for _ in range(50):  # warm-up
-            for path in paths.values():
-                async with http.get(path) as resp:
-                    await resp.read()
-        clock = Timer()
-        for _ in range(requests):
-            order = list(paths)
-            rng.shuffle(order)
-            for key in order:
-                t = time.perf_counter()
-                async with http.get(paths[key]) as resp:
-                    await resp.read()
-                    if resp.status != 200:
-                        raise RuntimeError(f"{paths[key]} answered {resp.status}")
-                times[key].append(time.perf_counter() - t)
-            if clock.elapsed > budget_s:
-                break
-    return times
+        return await get_latencies(http, paths, requests, budget_s, warmup=50, rng=random.Random(3))
 
 
 async def dashboard_shape(port: int) -> tuple[int, int, int]:

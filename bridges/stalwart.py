@@ -70,7 +70,8 @@ from wire.agent import (
     Starter,
     ToolRef,
 )
-from wire.errors import LocalWireError
+from wire.body import read_limited
+from wire.errors import BodyTooLarge, LocalWireError
 from wire.messages import MAX_ID, Reply, ReplyResult
 from wire.sse import SSEParser
 
@@ -79,6 +80,7 @@ log = logging.getLogger(__name__)
 SIGNATURE: Final = "Stalwart-Signature"
 TOLERANCE: Final = 300  # S6: a delivery is accepted within five minutes of our clock
 TIMEOUT: Final = 30.0
+MAX_ANSWER: Final = 16 * 1024 * 1024  # ours: a server's answer over this is refused unread
 RECONNECT: Final = 1.0  # seconds before a dropped stream is opened again
 OWN_ANSWER_WAIT: Final = 2.0  # how long the stream waits for our own answer to be recorded
 
@@ -530,7 +532,8 @@ class Bridge:
         """One request; the status and the JSON object answered ({} when not one).
 
         Raises:
-            aiohttp.ClientError, OSError, asyncio.TimeoutError: no answer.
+            aiohttp.ClientError, OSError, asyncio.TimeoutError: no answer (or one over
+                ``MAX_ANSWER`` bytes, which is not read on).
         """
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"Content-Type": "application/json"} if data is not None else {}
@@ -540,7 +543,10 @@ class Bridge:
         async with self.http.request(
             method, path, data=data, headers=headers, timeout=timeout
         ) as answer:
-            raw = await answer.read()
+            try:
+                raw = await read_limited(answer, MAX_ANSWER)
+            except BodyTooLarge as exc:  # not read on: an answer is held in memory whole
+                raise aiohttp.ClientPayloadError(f"{method} {path}: {exc}") from None
         try:
             parsed = json.loads(raw) if raw else {}
         except (ValueError, UnicodeDecodeError):

@@ -32,6 +32,7 @@ from collie_gateway.pushing import PushTargets, TargetsFactory
 from collie_gateway.redact import redactor_from_env
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
+from collie_gateway.store import Store
 from collie_gateway.strings import Catalogue
 from push import ApnsClient, Content, FcmClient, Provider, PushSender, ServiceAccount, WebhookTarget
 from push.apns import PRODUCTION_URL as APNS_PRODUCTION_URL
@@ -262,6 +263,7 @@ async def _freeze(app: web.Application) -> None:
 
 
 def _serve(settings: Settings) -> int:
+    Store.check(settings.db_path)  # before a line says the gateway serves
     app = create_app(settings)
     app.on_startup.append(_freeze)
     if settings.unix_path is not None:

@@ -35,6 +35,8 @@ from collie_gateway.settings import LinkTiming
 from collie_gateway.sources import Member
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.dashboard import AgentRow, Dashboard, RightEdge, Section
+from wire.body import read_limited
+from wire.errors import BodyTooLarge, WireError
 from wire.messages import Ask
 from wire.sse import SSEParser
 
@@ -206,9 +208,11 @@ class MemberLink:
                 midway = True
                 if resp.status == 401:
                     raise Unauthorized
-                data = await resp.content.read(MAX_BODY + 1)
-                if len(data) > MAX_BODY:
-                    raise AgentUnreachable(f"{self.name}: an answer over {MAX_BODY} bytes")
+                try:
+                    data = await read_limited(resp, MAX_BODY)
+                except BodyTooLarge:
+                    over = f"{self.name}: an answer over {MAX_BODY} bytes"
+                    raise AgentUnreachable(over) from None
                 return resp.status, data
         except TimeoutError:
             raise AgentUnreachable(
@@ -272,7 +276,12 @@ class MemberLink:
                 log.info("crew member %s: not answering: %s", self.name, type(exc).__name__)
                 self._set(MemberState.UNREACHABLE)
                 await asyncio.sleep(self._backoff(failures))
-            except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+            except (
+                msgspec.ValidationError,
+                msgspec.DecodeError,
+                UnicodeDecodeError,
+                WireError,  # e.g. a stream line over MAX_EVENT: this stream is dropped
+            ) as exc:
                 failures += 1
                 log.warning("crew member %s: not a Collie phone API: %s", self.name, exc)
                 self._set(MemberState.UNREACHABLE)

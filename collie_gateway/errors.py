@@ -3,6 +3,7 @@
 GatewayError
 ├── SourcesError       sources.json is wrong; the gateway does not start
 ├── ConfigError        a setting is wrong (e.g. a public address without a token)
+├── StoreError         the SQLite file cannot be used (a newer schema, not a database)
 ├── AgentUnreachable   the agent did not answer, or the transfer failed
 ├── AgentRejected      the agent answered with an error, or was refused (wire version)
 ├── AnswerConflict     the same request id came with a different answer
@@ -23,6 +24,10 @@ class SourcesError(GatewayError):
 
 class ConfigError(GatewayError):
     """A setting is wrong."""
+
+
+class StoreError(GatewayError):
+    """The SQLite file cannot be used as it is; it was left untouched."""
 
 
 class AgentUnreachable(GatewayError):

@@ -23,7 +23,8 @@ from collie_gateway.errors import AgentRejected, AgentUnreachable
 from collie_gateway.mirror import AgentMirror, Change, LinkState, apply_event
 from collie_gateway.settings import LinkTiming
 from collie_gateway.sources import Source
-from wire.errors import BodyTooLarge, RemoteWireError, UnknownEvent
+from wire.body import read_limited
+from wire.errors import RemoteWireError, UnknownEvent
 from wire.messages import (
     MAX_BODY,
     MAX_EVENT,
@@ -144,24 +145,6 @@ class AgentClient:
             raise AgentUnreachable("the event stream went silent", timed_out=True) from None
         except (aiohttp.ClientError, OSError) as exc:
             raise AgentUnreachable(f"event stream: {type(exc).__name__}: {exc}") from None
-
-
-async def read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
-    """Read a body, refusing one over ``limit`` bytes before reading it all.
-
-    Raises:
-        BodyTooLarge: the declared or actual length is over ``limit``.
-    """
-    if resp.content_length is not None and resp.content_length > limit:
-        raise BodyTooLarge(f"body of {resp.content_length} bytes is over the limit of {limit}")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in resp.content.iter_chunked(65536):
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(f"body over the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def error_of(fetched: Fetched) -> AgentRejected:

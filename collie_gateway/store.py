@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import aiosqlite
 import msgspec
 
+from collie_gateway.errors import StoreError
 from collie_gateway.mirror import AgentMirror, LinkState
 from wire.messages import Conversation, Hello
 
@@ -151,8 +152,8 @@ async def _setup(db: aiosqlite.Connection, path: Path) -> None:
     async with db.execute("PRAGMA user_version") as cur:
         row = await cur.fetchone()
     version = int(row[0]) if row else 0
-    if version > len(MIGRATIONS):
-        raise RuntimeError(
+    if version > len(MIGRATIONS):  # made newer since check(), by a newer gateway
+        raise StoreError(
             f"{path}: schema version {version} is newer than this gateway knows "
             f"({len(MIGRATIONS)}); update the gateway"
         )
@@ -183,9 +184,41 @@ class Store:
         self._flush_wanted = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
 
+    @staticmethod
+    def check(path: Path) -> None:
+        """Refuse a file this gateway cannot use, reading it without writing anything (no
+        journal mode set, no -wal or -shm left behind): a file from a newer gateway stays
+        as that gateway left it.
+
+        Raises:
+            StoreError: one line naming the file and what is wrong with it.
+        """
+        if not path.is_file() or path.stat().st_size == 0:
+            return  # a new store
+        # Without a -wal file the main file is the whole database: immutable, nothing is
+        # created. With one (a gateway running, or one that crashed) SQLite must read it.
+        wal = Path(f"{path}-wal").exists()
+        uri = path.resolve().as_uri() + ("?mode=ro" if wal else "?mode=ro&immutable=1")
+        try:
+            with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path}: not a gateway database ({exc})") from None
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"{path}: schema version {version} is newer than this gateway knows "
+                f"({len(MIGRATIONS)}); update the gateway (the file was not changed)"
+            )
+
     @classmethod
     async def open(cls, path: Path) -> Store:
-        """Open (creating and migrating as needed) the store at ``path``."""
+        """Open (creating and migrating as needed) the store at ``path``.
+
+        Raises:
+            StoreError: the file is from a newer gateway, or not a database; it is left
+                untouched.
+        """
+        await asyncio.to_thread(cls.check, path)
         path.parent.mkdir(parents=True, exist_ok=True)
         # Created 0600: SQLite gives the -wal and -shm files the mode of the database file.
         os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))

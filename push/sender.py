@@ -16,7 +16,7 @@ from push.models import Delivery, Device, Notification, Outcome, Provider
 
 log = logging.getLogger(__name__)
 
-MAX_IN_FLIGHT: Final = 16  # a small burst keeps each loop step short (the stall test)
+MAX_IN_FLIGHT: Final = 16  # a small burst keeps each loop step short (bench/push_loop_bench.py)
 SEND_DEADLINE: Final = 180.0  # a backstop above any sender's own timeouts and retries
 CANCELLED: Final = "cancelled"  # the reason of a push cut short (the gateway stopped)
 

@@ -67,6 +67,10 @@ UNDELIVERED: Final = (
     "not sent again; ask the agent again if it still matters."
 )
 RESTARTED: Final = "The agent stopped unexpectedly (exit code {code}); it is being restarted."
+ASK_LOST: Final = (
+    "The agent stopped while asking “{title}”: the question ended with it, unanswered. "
+    "Ask the agent again if it still matters."
+)
 NEW_SESSION: Final = (
     "The agent restarted: this conversation continues in a new session, without the agent's "
     "memory of what came before."
@@ -298,6 +302,10 @@ class AcpBridge:
                 pending.withdrawn = True
                 await pending.handle.withdraw()
                 self.pending.pop(key, None)
+                # ACP's request dies with the process (README, "ACP agents"): say so where
+                # the card was, or the card would just vanish.
+                title = pending.handle.ask.title
+                await self._notice(pending.handle.conversation, ASK_LOST.format(title=title))
         for session in list(self.sessions.values()):
             if session.epoch != proc.epoch:
                 continue

@@ -9,11 +9,13 @@ import json
 import os
 import signal
 import sqlite3
+import sys
 from typing import Any
 
 import pytest
 
-from bridges.acp.bridge import OVERSIZED, RESTARTED, UNDELIVERED
+from bridges.acp.bridge import ASK_LOST, OVERSIZED, RESTARTED, UNDELIVERED
+from bridges.acp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from collie_gateway.mirror import LinkState
 from tests.bridges.conftest import Acp, acp_rig, agent_env
 from tests.collie_gateway.conftest import Rig, eventually, post_json
@@ -167,11 +169,14 @@ async def test_T1_killed_mid_permission_old_ask_not_open_nothing_stale_written(a
     conv = await acp.start()
     await acp.say(conv, "permit")
     [ask_id] = await acp.wait_asks(conv, 1)
+    title = acp.bridge.agent._open_asks[ask_id].ask.title
     old_epoch = acp.bridge.epoch
     old_pid = acp.kill()
     await eventually(lambda: acp.bridge.epoch == old_epoch + 1 and acp.bridge.process is not None)
     await acp.wait_text(conv, "notice", RESTARTED.format(code=-signal.SIGKILL))
     await acp.wait_asks(conv, 0)
+    # The card does not just vanish: the chat says the question died with the process.
+    await acp.wait_text(conv, "notice", ASK_LOST.format(title=title))
     result = await acp.answer(ask_id, "r-stale", {"option": "o1"})
     assert result["outcome"] == "not_open"
     # The conversation goes on in the new process, in a new session.
@@ -389,5 +394,49 @@ async def test_G2_close_sends_session_close_only_when_declared(
         else:
             await asyncio.sleep(0.3)
             assert closes() == []
+    finally:
+        await acp.bridge.close()
+
+
+# --- an agent of the tests' own that misbehaves (not the ACP package) -------------------------
+
+RUDE = [sys.executable, "-m", "fixtures.acp.rude"]
+
+
+async def test_a_rude_agent_gets_clear_errors_loses_nothing_and_the_link_lives(rig: Rig) -> None:
+    """Lines no SDK would send: not JSON, not JSON-RPC, wrong types, no such session or request,
+    a method nobody offers, then a process that dies mid-line. Each request is answered with
+    its JSON-RPC error, the rest is skipped; the same process goes on, and after the cut a new
+    one does, with the chat's earlier replies all there."""
+    answers = rig.tmp / "rude.log"
+    acp = await acp_rig(rig, env=agent_env(rig.tmp, RUDE_LOG=str(answers)), command=RUDE)
+    try:
+        conv = await acp.start()
+        await acp.say(conv, "garbage")
+        await acp.wait_text(conv, "reply", "still here")
+
+        def errors() -> dict[str, int]:
+            lines = answers.read_text().splitlines() if answers.exists() else []
+            return {m["id"]: m["error"]["code"] for m in map(json.loads, lines)}
+
+        await eventually(lambda: len(errors()) == 2)
+        assert errors() == {"p-77": INVALID_PARAMS, "x-78": METHOD_NOT_FOUND}
+        assert acp.open_asks(conv) == []  # a permission request it cannot read raises no ask
+        assert acp.bridge.epoch == 1  # the same process throughout
+        await acp.say(conv, "hello")
+        await acp.wait_text(conv, "reply", "you said: hello")
+
+        await acp.say(conv, "cut")  # half a line, then the process exits
+        await acp.wait_text(conv, "notice", RESTARTED.format(code=3))
+        await eventually(lambda: acp.bridge.epoch == 2 and acp.bridge.process is not None)
+        await acp.say(conv, "again")
+        await acp.wait_text(conv, "reply", "you said: again")
+        replies = await acp.texts(conv, "reply")
+        assert replies == [  # "to nobody" (no such session) is nowhere
+            "still here",
+            "you said: hello",
+            "you said: again",
+        ]
+        assert acp.gw.mirrors["claude"].state is LinkState.READY
     finally:
         await acp.bridge.close()

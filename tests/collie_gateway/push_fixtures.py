@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from collie_gateway.pushing import PushTargets
@@ -32,7 +31,7 @@ from push import (
     WebhookTarget,
     verify,
 )
-from tests.push.fakes import HOST, FakeApns, FakeFcm, make_tls
+from tests.push.fakes import HOST, FakeApns, FakeFcm, make_tls, pem, service_account
 
 TEAM_ID = "TEAM123456"
 KEY_ID = "KEY7890ABC"
@@ -49,14 +48,6 @@ def apns_key() -> ec.EllipticCurvePrivateKey:
 @functools.cache
 def rsa_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-def _pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
 
 
 async def no_sleep(seconds: float) -> None:
@@ -114,7 +105,7 @@ class Services:
         apns = ApnsClient(
             team_id=TEAM_ID,
             key_id=KEY_ID,
-            signing_key=_pem(apns_key()),
+            signing_key=pem(apns_key()),
             topic=TOPIC,
             content=content,
             timeout=self.apns_timeout,
@@ -177,16 +168,7 @@ async def services(directory: Path, clock: Callable[[], float]) -> AsyncIterator
     try:
         async with serve(fcm.app()) as base:
             fcm.token_uri = base + "/token"
-            account = ServiceAccount.from_json(
-                {
-                    "type": "service_account",
-                    "project_id": PROJECT,
-                    "private_key_id": "kid-1",
-                    "private_key": _pem(rsa_key()).decode(),
-                    "client_email": EMAIL,
-                    "token_uri": fcm.token_uri,
-                }
-            )
+            account = service_account(rsa_key(), fcm)
             yield Services(
                 apns=apns,
                 sandbox=sandbox,

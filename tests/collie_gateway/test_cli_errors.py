@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -16,6 +17,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from collie_gateway.errors import StoreError
+from collie_gateway.store import MIGRATIONS, Store
 from fixtures.agents.harness import REPO, serve_agent, short_dir
 from wire.agent import Agent, Starter
 
@@ -107,6 +110,93 @@ def test_port_in_use_is_said_first(tmp_path: Path) -> None:
             assert line.startswith(f"collie-gateway: port {port} on 127.0.0.1 is in use"), line
             assert done.stdout == "", "hints printed before the refusal"
     assert not (tmp_path / "demo" / "desk.db").exists(), "the demo started agents"
+
+
+# --- a SQLite file this gateway cannot use ------------------------------------------------------
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file in ``folder`` (the database, its -wal and -shm), name -> content."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def _gateway_file(path: Path, *, wal: bool) -> None:
+    """A store as this gateway leaves it, then made one schema version newer."""
+    asyncio.run(_open_and_close(path))
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        if not wal:
+            conn.execute("PRAGMA journal_mode=DELETE")
+        conn.execute("CREATE TABLE from_the_future(x)")
+        conn.execute(f"PRAGMA user_version={len(MIGRATIONS) + 1}")
+
+
+async def _open_and_close(path: Path) -> None:
+    store = await Store.open(path)
+    await store.close()
+
+
+NEWER = (
+    "collie-gateway: {db}: schema version {v} is newer than this gateway knows ({known});"
+    " update the gateway (the file was not changed)"
+)
+
+
+@pytest.mark.parametrize("wal", [True, False], ids=["wal", "rollback-journal"])
+def test_a_file_from_a_newer_gateway_is_one_line_exit_2_and_left_untouched(
+    tmp_path: Path, wal: bool
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    db = state / "g.db"
+    _gateway_file(db, wal=wal)
+    before = _files(state)
+    assert list(before) == ["g.db"]
+    done = _run("serve", "--sources", str(_sources(tmp_path)), "--db", str(db), "--port", "0")
+    line = _one_line_refusal(done)
+    assert line == NEWER.format(db=db, v=len(MIGRATIONS) + 1, known=len(MIGRATIONS))
+    assert done.stdout == "", "it said it serves before refusing"
+    assert _files(state) == before
+
+
+def test_a_newer_schema_still_in_the_wal_of_a_running_gateway_is_seen(tmp_path: Path) -> None:
+    # The newer gateway runs (or crashed): its version change is in the -wal, not yet in the
+    # main file, whose header still says the old version.
+    state = tmp_path / "state"
+    state.mkdir()
+    db = state / "g.db"
+    asyncio.run(_open_and_close(db))
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as newer:
+        newer.execute("PRAGMA wal_autocheckpoint=0")
+        newer.execute(f"PRAGMA user_version={len(MIGRATIONS) + 1}")
+        assert int.from_bytes(db.read_bytes()[60:64], "big") == len(MIGRATIONS)
+        before = {k: v for k, v in _files(state).items() if not k.endswith("-shm")}
+        done = _run("serve", "--sources", str(_sources(tmp_path)), "--db", str(db))
+        line = _one_line_refusal(done)
+        assert line == NEWER.format(db=db, v=len(MIGRATIONS) + 1, known=len(MIGRATIONS))
+        after = {k: v for k, v in _files(state).items() if not k.endswith("-shm")}
+        assert after == before
+
+
+def test_a_file_that_is_not_a_database_is_one_line_exit_2_and_left_untouched(
+    tmp_path: Path,
+) -> None:
+    sources = _sources(tmp_path)
+    db = tmp_path / "g.db"
+    db.write_bytes(b"my notes, not a database\n" * 300)
+    before = _files(tmp_path)
+    done = _run("serve", "--sources", str(sources), "--db", str(db), "--port", "0")
+    line = _one_line_refusal(done)
+    assert line == f"collie-gateway: {db}: not a gateway database (file is not a database)"
+    assert _files(tmp_path) == before
+
+
+async def test_the_store_refuses_a_newer_file_in_process_too(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    await asyncio.to_thread(_gateway_file, db, wal=True)
+    before = _files(tmp_path)
+    with pytest.raises(StoreError, match="is newer than this gateway knows"):
+        await Store.open(db)
+    assert _files(tmp_path) == before
 
 
 # --- a gateway process serving a phone API ---------------------------------------------------

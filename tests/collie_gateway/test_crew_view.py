@@ -5,14 +5,17 @@ tests' own that sends what no Collie sends."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 from aiohttp import web
 
-from collie_gateway.crew import rewrite_urls
+from collie_gateway.crew import MAX_EVENT, rewrite_urls
 from collie_gateway.errors import SourcesError
 from collie_gateway.sources import Member, load_crew, load_sources
 from collie_gateway.strings import Catalogue
@@ -180,24 +183,54 @@ def _sse(event_id: str, kind: str, data: bytes) -> bytes:
     return b"id: %s\nevent: %s\ndata: %s\n\n" % (event_id.encode(), kind.encode(), data)
 
 
-async def test_W1_bad_events_from_a_member_are_skipped_and_lose_nothing(rig: Rig) -> None:
-    """A member (a server of the test's own) sends events that are not what a Collie sends: the
-    lead skips each, keeps the stream (no reconnect) and applies the good event after them."""
-    calm = msgspec.json.encode(row("tool"))
-    busy = msgspec.json.encode(row("tool", waiting=True))
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@contextlib.asynccontextmanager
+async def odd_member(events: Handler, rows: list[AgentRow] | None = None) -> AsyncIterator[str]:
+    """A member of the tests' own named "odd" on 127.0.0.1: its crew route and a dashboard
+    (``rows``, else one calm row) are as a Collie's; its event stream is ``events``. Its base
+    URL."""
     board = Dashboard(
-        sections=[Section(kind="durable_agents", rows=[row("tool")])],
+        sections=[Section(kind="durable_agents", rows=rows or [row("tool")])],
         durable_agents_position="below",
         pending_only=False,
     )
-    streams: list[int] = []
-    release = asyncio.Event()
 
     async def crew_route(request: web.Request) -> web.Response:
         return web.json_response({"crew": 1, "machine": "odd", "answers": True})
 
     async def dashboard(request: web.Request) -> web.Response:
         return web.Response(body=msgspec.json.encode(board), content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/api/v1/crew", crew_route)
+    app.router.add_get("/api/v1/dashboard", dashboard)
+    app.router.add_get("/api/v1/events", events)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield site.name
+    finally:
+        await runner.cleanup()
+
+
+async def waiting_on_odd(client: Any) -> bool:
+    """Whether the lead shows odd's section ready, its row waiting."""
+    data = await get_json(client, "/api/v1/dashboard")
+    odd = [s for s in data["sections"] if s.get("machine") == "odd"]
+    return bool(odd) and odd[0]["state"] == "ready" and odd[0]["rows"][0]["waiting"]
+
+
+async def test_W1_bad_events_from_a_member_are_skipped_and_lose_nothing(rig: Rig) -> None:
+    """A member (a server of the test's own) sends events that are not what a Collie sends: the
+    lead skips each, keeps the stream (no reconnect) and applies the good event after them."""
+    calm = msgspec.json.encode(row("tool"))
+    busy = msgspec.json.encode(row("tool", waiting=True))
+    streams: list[int] = []
+    release = asyncio.Event()
 
     async def events(request: web.Request) -> web.StreamResponse:
         streams.append(1)
@@ -212,25 +245,77 @@ async def test_W1_bad_events_from_a_member_are_skipped_and_lose_nothing(rig: Rig
         await release.wait()
         return resp
 
-    app = web.Application()
-    app.router.add_get("/api/v1/crew", crew_route)
-    app.router.add_get("/api/v1/dashboard", dashboard)
-    app.router.add_get("/api/v1/events", events)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        client, gw = await rig.gateway([], crew=[Member(name="odd", url=site.name)])
+    async with odd_member(events) as url:
+        try:
+            client, gw = await rig.gateway([], crew=[Member(name="odd", url=url)])
+            await eventually(lambda: waiting_on_odd(client))
+            assert streams == [1]  # one stream: nothing made the lead reconnect
+            assert gw.crew.links["odd"].last_event_id == "b-5"
+        finally:
+            release.set()
 
-        async def waiting() -> bool:
-            data = await get_json(client, "/api/v1/dashboard")
-            odd = [s for s in data["sections"] if s.get("machine") == "odd"]
-            return bool(odd) and odd[0]["state"] == "ready" and odd[0]["rows"][0]["waiting"]
 
-        await eventually(waiting)
-        assert streams == [1]  # one stream: nothing made the lead reconnect
-        assert gw.crew.links["odd"].last_event_id == "b-5"
-    finally:
-        release.set()
-        await runner.cleanup()
+async def test_W1_a_member_cut_mid_event_or_over_the_event_limit_is_followed_again(
+    rig: Rig,
+) -> None:
+    """A member's stream ends in the middle of an event, then sends a line over the lead's
+    event limit: the lead drops the half event and the huge line, reads the stream again
+    from the last whole event, and the member's next event shows. The lead never stops
+    following it."""
+    calm = msgspec.json.encode(row("tool"))
+    busy = msgspec.json.encode(row("tool", waiting=True))
+    resumed_from: list[str | None] = []
+    release = asyncio.Event()
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        resumed_from.append(request.headers.get("Last-Event-ID"))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b"event: stream\ndata: {}\n\n")
+        if len(resumed_from) == 1:
+            await resp.write(_sse("c-1", "dashboard.row", calm))
+            await resp.write(b"id: c-2\nevent: dashboard.row\ndata: " + busy[:20])  # cut
+        elif len(resumed_from) == 2:
+            await resp.write(b"data: " + b"x" * (MAX_EVENT + 1024) + b"\n\n")
+            await release.wait()
+        else:
+            await resp.write(_sse("c-3", "dashboard.row", busy))
+            await release.wait()
+        return resp
+
+    async with odd_member(events) as url:
+        try:
+            client, gw = await rig.gateway([], crew=[Member(name="odd", url=url)])
+            await eventually(lambda: waiting_on_odd(client), within=15)
+            assert resumed_from == [None, "c-1", "c-1"]
+            assert gw.crew.links["odd"].last_event_id == "c-3"
+        finally:
+            release.set()
+
+
+async def test_W1_a_members_large_dashboard_is_read_whole(rig: Rig) -> None:
+    """A member with many agents answers a dashboard far larger than what arrives at once: the
+    lead reads all of it (it once read only the first chunk, and took the member for
+    something that is not a Collie)."""
+    rows = [row(f"agent-{n:04}") for n in range(3000)]
+    release = asyncio.Event()
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b"event: stream\ndata: {}\n\n")
+        await release.wait()
+        return resp
+
+    async with odd_member(events, rows) as url:
+        try:
+            client, _gw = await rig.gateway([], crew=[Member(name="odd", url=url)])
+
+            async def all_rows() -> bool:
+                data = await get_json(client, "/api/v1/dashboard")
+                odd = [s for s in data["sections"] if s.get("machine") == "odd"]
+                return bool(odd) and odd[0]["state"] == "ready" and len(odd[0]["rows"]) == 3000
+
+            await eventually(all_rows, within=15)
+        finally:
+            release.set()

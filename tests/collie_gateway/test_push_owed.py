@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from collie_gateway.pushing import NO_DEVICE, RESOLVED
+from collie_gateway.pushing import NO_DEVICE, PUSH_GRACE, RESOLVED
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from tests.collie_gateway.push_fixtures import Services, services
 from tests.collie_gateway.test_push_http import (
@@ -49,16 +49,20 @@ def states(rig: Rig) -> dict[str, tuple[str, str | None]]:
 async def test_P3_a_push_cut_short_goes_to_the_devices_that_lack_it_on_the_next_run(
     rig: Rig, svc: Services
 ) -> None:
+    # The hanging push is cut short by the stop, never by the client's own timeout (which
+    # would retry it in this run), however slow the machine.
+    svc.fcm_timeout = 60.0
     client, _gw, convs = await start(rig, svc, {"c1": "Notes"})
     apns = await register(client, "apns", APNS_TOKEN)
     fcm = await register(client, "fcm", FCM_TOKEN)
     svc.fcm.hang = True
     await raise_ask(convs["c1"], "a1")
-    await logged(client, "a1", "sent")  # APNs took it; FCM hangs
+    await logged(client, "a1", "sent")  # APNs took it
+    await eventually(lambda: svc.fcm.held == 1)  # FCM holds it (not merely on its way)
     assert list(states(rig).values()) == [("owed", None)]
     await register(client, "apns", "c3" * 32)  # a phone registered since: not owed a1
 
-    svc.fcm.hang = False  # from now on (the push already out stays hanging)
+    svc.fcm.hang = False  # for sends from now on: the one held stays held
     client, _gw = await restart_gateway(rig, svc, client)  # FCM's push is cut short
     entries = await logged(client, "a1", "sent", "sent")
     device_outcomes = [(e["outcome"], e["device"], e["reason"]) for e in entries]
@@ -158,8 +162,9 @@ async def test_pending_pushes_share_one_grace_at_a_stop(rig: Rig, svc: Services)
     started = loop.time()
     await client.close()  # the gateway stops: 10 hanging pushes
     took = loop.time() - started
-    # One shared grace (2 s), not 2 s for each of the ten (20 s).
-    assert took < 4.0, f"the stop took {took:.1f} s"
+    # One shared grace (2 s), not 2 s for each of the ten (20 s): a bound that tells the two
+    # apart on a loaded machine (the stop's own duration is issue 10's, in test_shutdown.py).
+    assert took < 5 * PUSH_GRACE, f"the stop took {took:.1f} s"
     assert [s for s, _ in states(rig).values()] == ["owed"] * 10
 
 

@@ -29,18 +29,15 @@ from push import ServiceAccount
 from tests.collie_gateway.conftest import eventually, raw_agent
 from tests.collie_gateway.processes import GatewayProcess
 from tests.collie_gateway.push_fixtures import (
-    EMAIL,
     KEY_ID,
-    PROJECT,
     TEAM_ID,
     TOPIC,
     Services,
-    _pem,
     apns_key,
     rsa_key,
     services,
 )
-from tests.push.fakes import ApnsSeen, FcmReply, FcmSeen, Reply, fcm_error
+from tests.push.fakes import ApnsSeen, FcmReply, FcmSeen, Reply, account_json, fcm_error, pem
 from wire.agent import Agent, AgentRunner, ConversationHandle, Option, ToolRef
 
 UNCERTAIN = "Not sure the answer arrived. Retry sends it once more."
@@ -122,16 +119,8 @@ async def mute(request: web.Request) -> web.StreamResponse:
 def push_env(tmp: Path, svc: Services) -> dict[str, str]:
     """The gateway's push settings, aimed at the fakes."""
     key_file, account_file = tmp / "apns.p8", tmp / "fcm.json"
-    key_file.write_bytes(_pem(apns_key()))
-    account = {
-        "type": "service_account",
-        "project_id": PROJECT,
-        "private_key_id": "kid-1",
-        "private_key": _pem(rsa_key()).decode(),
-        "client_email": EMAIL,
-        "token_uri": svc.fcm.token_uri,
-    }
-    account_file.write_text(json.dumps(account), encoding="utf-8")
+    key_file.write_bytes(pem(apns_key()))
+    account_file.write_text(json.dumps(account_json(rsa_key(), svc.fcm)), encoding="utf-8")
     ServiceAccount.from_json(account_file.read_bytes())  # the file is one the gateway reads
     return {
         "COLLIE_APNS_KEY_FILE": str(key_file),

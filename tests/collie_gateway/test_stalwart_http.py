@@ -6,6 +6,7 @@ server of ``fixtures/stalwart`` (two workers on one SQLite run store), the bridg
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -30,6 +31,7 @@ from fixtures.stalwart.store import Pause, Plan, RunStore
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from tests.collie_gateway.push_fixtures import Services, services
 from tests.collie_gateway.test_push_http import asks_of
+from wire.messages import MAX_EVENT
 
 HOOK_SECRET = b"hook-secret"
 ALREADY = "Already answered. This card goes away on the next refresh."
@@ -633,7 +635,7 @@ class Flaky:
     async def _config(self, request: web.Request) -> web.Response:
         return web.json_response({"name": "shop"})
 
-    async def _interrupts(self, request: web.Request) -> web.Response:
+    async def _interrupts(self, request: web.Request) -> web.StreamResponse:
         return web.json_response({"interrupts": []})
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
@@ -672,17 +674,26 @@ async def chat_notices(client: TestClient[Any, Any], thread: str) -> list[str]:
     return [str(line["text"]) for line in chat["lines"] if line["kind"] == "notice"]
 
 
+async def follow_t1(
+    rig: Rig, stack: AsyncExitStack, url: str
+) -> tuple[TestClient[Any, Any], Gateway]:
+    """A bridge to the stalwart-style server at ``url`` following its thread ``t1``, and a
+    gateway on the bridge, Ready; the bridge is stopped with ``stack``."""
+    bridge = await start_bridge(rig, url)
+    stack.push_async_callback(lambda: stop_bridge(rig, bridge))
+    await bridge.thread("t1")
+    sock = await rig.serve("shop", bridge.agent)
+    client, gw = await rig.gateway([Source(name="shop", socket=sock)])
+    await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
+    return client, gw
+
+
 async def test_C4_S7_a_message_whose_answer_was_lost_is_never_sent_again(rig: Rig) -> None:
     flaky = Flaky("drop")
     async with AsyncExitStack() as stack:
-        bridge = await start_bridge(rig, await serve_app(stack, flaky.app()))
-        stack.push_async_callback(lambda: stop_bridge(rig, bridge))
-        await bridge.thread("t1")
-        sock = await rig.serve("shop", bridge.agent)
-        client, gw = await rig.gateway([Source(name="shop", socket=sock)])
+        client, _gw = await follow_t1(rig, stack, await serve_app(stack, flaky.app()))
         body = {"request_id": "m1", "text": "charge 40 for 4411"}
         path = "/api/v1/agents/shop/conversations/t1/messages"
-        await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
         assert (await post_json(client, path, body))["outcome"] == "accepted"
 
         async def noticed() -> bool:
@@ -753,41 +764,150 @@ def odd_reader(text: str) -> Plan:
     )
 
 
+class Rude(Flaky):
+    """A stalwart-style server of the tests' own that sends what S7's server never would:
+    pauses that are not objects or have fields of the wrong types, steps that are not JSON or
+    not steps, and a line over the wire's event limit that cuts the first stream; on the next
+    stream (from the last step applied) one good step."""
+
+    def __init__(self) -> None:
+        super().__init__("answer")
+        self.resumed_from: list[str | None] = []
+
+    async def _interrupts(self, request: web.Request) -> web.Response:
+        odd = {
+            "id": "p1",
+            "token": "t1",
+            "kind": "confirm",
+            "tool": 5,
+            "arguments": "all",
+            "reasons": 7,
+            "irreversible": "yes",
+            "question": {"not": "text"},
+        }
+        fine = {"id": "p2", "token": "t2", "kind": "ask", "question": "Which order?"}
+        body = {"interrupts": [5, "p0", None, {"id": 7, "token": "t"}, {"id": "p9"}, odd, fine]}
+        return web.json_response(body)
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        self.resumed_from.append(request.headers.get("Last-Event-ID"))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        if len(self.resumed_from) == 1:
+            steps: list[bytes] = [
+                b"not json",
+                b"[1, 2, 3]",
+                b'{"type": 5}',
+                b'{"type": "answer", "text": 7}',
+                b'{"type": "rollback", "undone": "everything"}',
+                b'{"type": "interrupt"}',
+            ]
+            for n, data in enumerate(steps, start=1):
+                await response.write(b"id: %d\ndata: %s\n\n" % (n, data))
+            await response.write(b"id: 7\ndata: " + b"x" * (MAX_EVENT + 1024) + b"\n\n")
+        else:
+            await response.write(b'id: 8\ndata: {"type": "answer", "text": "still here"}\n\n')
+        await asyncio.Event().wait()
+        return response
+
+
+async def test_S7_a_rude_server_loses_nothing_and_the_thread_goes_on(rig: Rig) -> None:
+    rude = Rude()
+    async with AsyncExitStack() as stack:
+        client, gw = await follow_t1(rig, stack, await serve_app(stack, rude.app()))
+
+        async def settled() -> bool:
+            chat = await get_json(client, "/api/v1/agents/shop/conversations/t1")
+            replies = [line["text"] for line in chat["lines"] if line["kind"] == "reply"]
+            cards = [(c["ask_id"], c["kind"]) for c in chat["cards"]["cards"]]
+            return replies == ["still here"] and cards == [("p1", "permission"), ("p2", "text")]
+
+        await eventually(settled, within=15)
+        # The cut stream is read again from the last whole step, not from the start.
+        assert rude.resumed_from[:2] == ["0", "6"]
+        answer = {"request_id": "r1", "version": 1, "answer": {"text": "4411"}}
+        result = await post_json(client, "/api/v1/agents/shop/asks/p2/answer", answer)
+        # This server has no resume route: a clear refusal, never "accepted".
+        assert result["outcome"] == "not_open", result
+        assert gw.mirrors["shop"].state is LinkState.READY
+
+
+class Bloated(Flaky):
+    """A stalwart-style server of the tests' own whose first list of pauses never ends
+    (megabytes of padding for as long as it is read); then a list of one pause. Its stream
+    says a pause waits, on every connection."""
+
+    def __init__(self) -> None:
+        super().__init__("answer")
+        self.reads = 0
+        self.written = 0  # bytes of the endless answer the bridge took
+
+    async def _interrupts(self, request: web.Request) -> web.StreamResponse:
+        self.reads += 1
+        if self.reads > 1:
+            fine = {"id": "p2", "token": "t2", "kind": "ask", "question": "Which order?"}
+            return web.json_response({"interrupts": [fine]})
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"interrupts": [], "pad": "')
+        mib = b"x" * (1 << 20)
+        with contextlib.suppress(ConnectionError):
+            while self.written < 256 * len(mib):
+                await response.write(mib)
+                self.written += len(mib)
+        return response
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b'id: 1\ndata: {"type": "interrupt"}\n\n')
+        await asyncio.Event().wait()
+        return response
+
+
+async def test_S7_an_answer_over_the_limit_is_not_read_on_and_nothing_is_lost(rig: Rig) -> None:
+    bloated = Bloated()
+    async with AsyncExitStack() as stack:
+        client, _gw = await follow_t1(rig, stack, await serve_app(stack, bloated.app()))
+
+        async def shown() -> bool:
+            chat = await get_json(client, "/api/v1/agents/shop/conversations/t1")
+            return [c["ask_id"] for c in chat["cards"]["cards"]] == ["p2"]
+
+        await eventually(shown, within=15)
+        # The bridge stopped reading past its limit (16 MiB, and what the sockets held).
+        assert bloated.written < 64 << 20
+
+
 async def test_A7_S2_an_unknown_pause_kind_is_shown_unanswerable_and_odd_data_is_contained(
     rig: Rig,
 ) -> None:
     store = RunStore(rig.tmp / "runs.db", reader=odd_reader)
-    async with Worker(store).serve() as url:
-        bridge = await start_bridge(rig, url)
-        try:
-            await bridge.thread("t1")
-            sock = await rig.serve("shop", bridge.agent)
-            client, gw = await rig.gateway([Source(name="shop", socket=sock)])
-            await eventually(lambda: gw.mirrors["shop"].state is LinkState.READY)
-            path = "/api/v1/agents/shop/conversations/t1/messages"
-            await post_json(client, path, {"request_id": "m1", "text": "go"})
-            found: list[dict[str, Any]] = []
+    async with AsyncExitStack() as stack:
+        url = await stack.enter_async_context(Worker(store).serve())
+        client, _gw = await follow_t1(rig, stack, url)
+        path = "/api/v1/agents/shop/conversations/t1/messages"
+        await post_json(client, path, {"request_id": "m1", "text": "go"})
+        found: list[dict[str, Any]] = []
 
-            async def two() -> bool:
-                nonlocal found
-                chat = await get_json(client, "/api/v1/agents/shop/conversations/t1")
-                found = chat["cards"]["cards"]
-                return len(found) == 2
+        async def two() -> bool:
+            nonlocal found
+            chat = await get_json(client, "/api/v1/agents/shop/conversations/t1")
+            found = chat["cards"]["cards"]
+            return len(found) == 2
 
-            await eventually(two)
-            odd, fine = found
-            assert odd["title"] == "Escalate to a manager?"
-            assert odd["answerable"] is False
-            assert odd["notices"] == ["This ask cannot be answered from the phone."]
-            assert (fine["kind"], fine["title"]) == ("text", "Which order?")
-            answer = {"request_id": "r1", "version": 1, "answer": {"text": "4411"}}
-            result = await post_json(
-                client, f"/api/v1/agents/shop/asks/{fine['ask_id']}/answer", answer
-            )
-            assert result["outcome"] == "accepted"
-            assert len(store.open_interrupts("t1")) == 2  # the escalation and the long one wait
-        finally:
-            await stop_bridge(rig, bridge)
+        await eventually(two)
+        odd, fine = found
+        assert odd["title"] == "Escalate to a manager?"
+        assert odd["answerable"] is False
+        assert odd["notices"] == ["This ask cannot be answered from the phone."]
+        assert (fine["kind"], fine["title"]) == ("text", "Which order?")
+        answer = {"request_id": "r1", "version": 1, "answer": {"text": "4411"}}
+        result = await post_json(
+            client, f"/api/v1/agents/shop/asks/{fine['ask_id']}/answer", answer
+        )
+        assert result["outcome"] == "accepted"
+        assert len(store.open_interrupts("t1")) == 2  # the escalation and the long one wait
 
 
 # --- the bridge and the server as processes, as a person runs them ----------------------------

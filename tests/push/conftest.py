@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestServer
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from pytest_aiohttp import AiohttpServer
 
 from collie_gateway.strings import Catalogue
 from push import Content, Device, Environment, Provider, ServiceAccount
+from tests.push import fakes
 from tests.push.fakes import FakeApns, FakeFcm, Tls, make_tls
 
 TEAM_ID = "TEAM123456"
@@ -64,11 +63,7 @@ def apns_key() -> ec.EllipticCurvePrivateKey:
 
 @pytest.fixture(scope="session")
 def apns_pem(apns_key: ec.EllipticCurvePrivateKey) -> bytes:
-    return apns_key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
+    return fakes.pem(apns_key)
 
 
 @pytest.fixture(scope="session")
@@ -122,20 +117,7 @@ def service_account(
     rsa_key: rsa.RSAPrivateKey, fcm_server: tuple[FakeFcm, TestServer]
 ) -> ServiceAccount:
     fake, _ = fcm_server
-    pem = rsa_key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    raw = {
-        "type": "service_account",
-        "project_id": PROJECT,
-        "private_key_id": "kid-1",
-        "private_key": pem,
-        "client_email": EMAIL,
-        "token_uri": fake.token_uri,
-    }
-    return ServiceAccount.from_json(json.dumps(raw))
+    return fakes.service_account(rsa_key, fake)
 
 
 def apns_device(

@@ -28,7 +28,18 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from push import AskNotification, ServiceAccount
+
 HOST = "127.0.0.1"
+
+
+def pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    """``key`` as the clients take it (PKCS#8 PEM, unencrypted)."""
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
 
 
 def b64url_decode(part: str) -> bytes:
@@ -344,6 +355,37 @@ def fcm_error(
     return FcmReply(status, {"error": error}, headers)
 
 
+def account_json(key: rsa.RSAPrivateKey, fcm: FakeFcm) -> dict[str, str]:
+    """A service account's key file, signing with ``key``, whose tokens ``fcm`` issues."""
+    return {
+        "type": "service_account",
+        "project_id": fcm.project_id,
+        "private_key_id": "kid-1",
+        "private_key": pem(key).decode(),
+        "client_email": fcm.client_email,
+        "token_uri": fcm.token_uri,
+    }
+
+
+def service_account(key: rsa.RSAPrivateKey, fcm: FakeFcm) -> ServiceAccount:
+    """The service account of :func:`account_json`."""
+    return ServiceAccount.from_json(account_json(key, fcm))
+
+
+def ask_note(i: int) -> AskNotification:
+    """The ``i``th of a burst of asks, each in its own conversation."""
+    return AskNotification(
+        machine="m1",
+        agent="desk",
+        conversation=f"c{i}",
+        ask=f"a{i}",
+        pane_key=f"p{i}",
+        pane=f"Pane {i}",
+        title="Run the tests?",
+        line="pytest -q " + "x" * 100,
+    )
+
+
 @dataclass
 class FcmSeen:
     token: str
@@ -365,7 +407,9 @@ class FakeFcm:
     issued: list[str] = field(default_factory=list)
     revoked: set[str] = field(default_factory=set)
     token_calls: int = 0
-    hang: bool = False
+    hang: bool = False  # decided as each send arrives: a send held stays held
+    held: int = 0  # sends held by ``hang`` or ``hold`` so far
+    hold: asyncio.Event | None = None  # when given, each send waits for it to be set
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -408,7 +452,11 @@ class FakeFcm:
 
     async def _send(self, request: web.Request) -> web.StreamResponse:
         if self.hang:
+            self.held += 1
             await asyncio.sleep(3600)
+        if self.hold is not None and not self.hold.is_set():
+            self.held += 1
+            await self.hold.wait()
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ")
         if request.match_info["project"] != self.project_id:

