@@ -165,6 +165,7 @@ class MemberLink:
         self.ready = asyncio.Event()
         self._rng = random.Random()
         self._task: asyncio.Task[None] | None = None
+        self._opened: float | None = None  # loop time this run's stream was followed from
         # The token goes to this member only: it is in this session's headers and nowhere
         # else (never in a log line, never in repr).
         headers = {"Authorization": f"Bearer {member.token}"} if member.token else {}
@@ -263,16 +264,23 @@ class MemberLink:
     async def _run(self) -> None:
         failures = 0
         while True:
+            self._opened = None
             try:
                 await self._probe()
                 await self._follow()
-                failures = 0  # the member ended the stream cleanly: resume at once
+                # The member ended its stream cleanly. After a stable stream: resume at once.
+                # A stream that ended soon counts as a failure, so a member that keeps closing
+                # its streams is not asked again in a loop.
+                failures = 0 if self._stable() else failures + 1
+                if failures:
+                    log.info("crew member %s: its stream ended soon", self.name)
+                    await asyncio.sleep(self._backoff(failures))
             except Unauthorized:
-                failures += 1
+                failures = self._failed(failures)
                 self._set(MemberState.UNAUTHORIZED)
                 await asyncio.sleep(self._backoff(failures))
             except (AgentUnreachable, aiohttp.ClientError, OSError, TimeoutError) as exc:
-                failures += 1
+                failures = self._failed(failures)
                 log.info("crew member %s: not answering: %s", self.name, type(exc).__name__)
                 self._set(MemberState.UNREACHABLE)
                 await asyncio.sleep(self._backoff(failures))
@@ -282,10 +290,21 @@ class MemberLink:
                 UnicodeDecodeError,
                 WireError,  # e.g. a stream line over MAX_EVENT: this stream is dropped
             ) as exc:
-                failures += 1
+                failures = self._failed(failures)
                 log.warning("crew member %s: not a Collie phone API: %s", self.name, exc)
                 self._set(MemberState.UNREACHABLE)
                 await asyncio.sleep(self._backoff(failures))
+
+    def _stable(self) -> bool:
+        """Whether this run's stream was open at least ``timing.stream_stable`` seconds.
+        Events do not count: a member that sends one event and closes is still a loop."""
+        opened = self._opened
+        limit = self.timing.stream_stable
+        return opened is not None and asyncio.get_running_loop().time() - opened >= limit
+
+    def _failed(self, failures: int) -> int:
+        """The failure count after a failure: the first one after a stable stream."""
+        return 1 if self._stable() else failures + 1
 
     def _backoff(self, failures: int) -> float:
         growth = float(2 ** min(failures - 1, 16))
@@ -348,6 +367,7 @@ class MemberLink:
                 # Subscribed first, read second: nothing that changes in between is missed.
                 await self._read_dashboard()
             self._set(MemberState.READY)
+            self._opened = asyncio.get_running_loop().time()
             parser = SSEParser(max_line=MAX_EVENT)
             async for chunk in resp.content.iter_any():
                 for sse in parser.feed(chunk):

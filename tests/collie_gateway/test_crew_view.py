@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -26,7 +27,7 @@ from collie_gateway.views.dashboard import (
     Section,
     build_dashboard,
 )
-from tests.collie_gateway.conftest import Rig, eventually, get_json
+from tests.collie_gateway.conftest import FAST, Rig, eventually, get_json
 
 CAT = Catalogue()
 
@@ -291,6 +292,80 @@ async def test_W1_a_member_cut_mid_event_or_over_the_event_limit_is_followed_aga
             assert gw.crew.links["odd"].last_event_id == "c-3"
         finally:
             release.set()
+
+
+async def test_W1_a_member_that_keeps_ending_its_stream_is_asked_again_less_and_less_often(
+    rig: Rig,
+) -> None:
+    """A member answers each stream request with a 200 that ends at once, empty or with one
+    event: the lead asks again after a growing wait (as after a failure), not in a loop. Once
+    the member keeps its stream open, the lead follows it as usual and its row shows."""
+    calm = msgspec.json.encode(row("tool"))
+    busy = msgspec.json.encode(row("tool", waiting=True))
+    loop = asyncio.get_running_loop()
+    asked: list[tuple[float, str | None]] = []  # (loop time, Last-Event-ID) of each request
+    behave = asyncio.Event()
+    release = asyncio.Event()
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        asked.append((loop.time(), request.headers.get("Last-Event-ID")))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b"event: stream\ndata: {}\n\n")
+        if behave.is_set():
+            await resp.write(_sse("d-9", "dashboard.row", busy))
+            await release.wait()
+        elif len(asked) % 2 == 0:
+            await resp.write(_sse(f"d-{len(asked)}", "dashboard.row", calm))
+        return resp  # ends the stream cleanly: a 200, whole, no error
+
+    # Waits of 0.05 s doubling up to 0.8 s, each jittered down to no less than half.
+    timing = dataclasses.replace(FAST, backoff_first=0.05, backoff_cap=0.8)
+    async with odd_member(events) as url:
+        try:
+            client, gw = await rig.gateway([], crew=[Member(name="odd", url=url)], timing=timing)
+
+            async def asked_six_times() -> bool:
+                return len(asked) >= 6
+
+            await eventually(asked_six_times, within=15)
+            times = [at for at, _ in asked]
+            # Five waits of at least 0.025, 0.05, 0.1, 0.2 and 0.4 s between the first six
+            # requests (a loop asks six times within milliseconds), the last the longest.
+            assert times[5] - times[0] >= 0.775
+            assert times[5] - times[4] >= 0.4
+            # Each stream resumes from the last event the lead read.
+            assert [last for _, last in asked[:6]] == [None, None, "d-2", "d-2", "d-4", "d-4"]
+            behave.set()
+            await eventually(lambda: waiting_on_odd(client), within=15)
+            assert gw.crew.links["odd"].last_event_id == "d-9"
+        finally:
+            release.set()
+
+
+async def test_W1_a_member_stream_that_lasted_is_resumed_at_once_when_it_ends(rig: Rig) -> None:
+    """A member's stream that lasted at least ``stream_stable`` and then ended cleanly is
+    asked for again at once: the backoff (5 s here) is not waited."""
+    calm = msgspec.json.encode(row("tool"))
+    asked: list[str | None] = []
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        asked.append(request.headers.get("Last-Event-ID"))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(_sse(f"e-{len(asked)}", "dashboard.row", calm))
+        await asyncio.sleep(0.15)  # longer than stream_stable
+        return resp
+
+    timing = dataclasses.replace(FAST, backoff_first=5.0, backoff_cap=5.0, stream_stable=0.1)
+    async with odd_member(events) as url:
+        await rig.gateway([], crew=[Member(name="odd", url=url)], timing=timing)
+
+        async def asked_thrice() -> bool:
+            return len(asked) >= 3
+
+        await eventually(asked_thrice, within=2.4)  # one wait would be 2.5 s at least
+        assert asked[:3] == [None, "e-1", "e-2"]
 
 
 async def test_W1_a_members_large_dashboard_is_read_whole(rig: Rig) -> None:
