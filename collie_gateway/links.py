@@ -233,8 +233,10 @@ class AgentLink:
 
     async def _run(self) -> None:
         failures = 0
+        quick = 0  # streams in a row that ended without an error sooner than stream_stable
         need_snapshot = True
         while True:
+            opened: float | None = None
             try:
                 wire = await self._hello()
                 if wire != WIRE_VERSION:
@@ -248,15 +250,31 @@ class AgentLink:
                     need_snapshot = False
                 self._set(LinkState.READY)
                 failures = 0
+                opened = asyncio.get_running_loop().time()
                 await self._follow()
-                # The agent ended the stream cleanly: reconnect at once, resuming.
+                # The agent ended the stream cleanly: resume (at once, unless it keeps doing so).
+                quick = await self._ended(opened, quick)
             except _ResetNeeded:
                 need_snapshot = True
+                quick = await self._ended(opened, quick)
                 continue
             except (AgentUnreachable, AgentRejected, RemoteWireError) as exc:
                 failures += 1
                 self._set(LinkState.UNREACHABLE, _reason(exc))
                 await asyncio.sleep(self._backoff(failures))
+
+    async def _ended(self, opened: float | None, quick: int) -> int:
+        """After a stream ended without an error (closed, or ``reset``): resume at once after a
+        stable stream or a first quick end; after more quick ends in a row, wait the backoff,
+        so an agent that keeps closing its stream is not asked again in a loop (wire §10)."""
+        loop = asyncio.get_running_loop()
+        if opened is not None and loop.time() - opened >= self.timing.stream_stable:
+            return 0
+        quick += 1
+        if quick > 1:
+            log.info("agent %s: its event stream ended soon again", self.source.name)
+            await asyncio.sleep(self._backoff(quick - 1))
+        return quick
 
     def _backoff(self, failures: int) -> float:
         growth = float(2 ** min(failures - 1, 16))

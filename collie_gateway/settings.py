@@ -31,8 +31,8 @@ class LinkTiming:
     stream_read: float = 45.0  # three missed 15 s pings (wire/SPEC.md, Events)
     backoff_first: float = 0.5
     backoff_cap: float = 30.0
-    # ours: a crew member's stream that ends cleanly sooner than this counts as a failure for
-    # the backoff (W1), so a member that keeps closing its streams is not asked in a loop
+    # ours: a stream (a crew member's, W1; an agent's, wire §10) that ends cleanly sooner than
+    # this counts for the backoff, so a peer that keeps closing its streams is not asked in a loop
     stream_stable: float = 10.0
     version_recheck: float = 60.0
     busy_read: float = 0.02  # ours: a delta stream read again within a quarter of this waits it

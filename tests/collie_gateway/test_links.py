@@ -9,6 +9,7 @@ from pathlib import Path
 from aiohttp import web
 
 from collie_gateway.mirror import LinkState
+from collie_gateway.settings import LinkTiming
 from collie_gateway.sources import Source
 from tests.collie_gateway.conftest import Rig, eventually, get_json, raw_agent
 
@@ -217,3 +218,67 @@ async def test_link_replays_missed_events_after_reconnect(rig: Rig, tmp_path: Pa
     await rig.serve("desk", again)
     await eventually(lambda: gw.mirrors["desk"].waiting_count == 1)
     assert set(gw.mirrors["desk"].conversations) == {"c1", "c2"}
+
+
+async def _count_streams(rig: Rig, ending: Handler, window: float) -> tuple[int, int]:
+    """Run a raw agent whose stream ends as ``ending`` makes it; after ``window`` seconds,
+    the /events requests made, and then (the agent behaving again: its stream stays open
+    and opens a conversation) whether the link follows it."""
+    calls = {"events": 0}
+    behave = asyncio.Event()
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        calls["events"] += 1
+        if not behave.is_set():
+            return await ending(request)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        opened = (
+            b'id: 7\ndata: {"type": "conversation.opened", "conversation": {"id": "c7",'
+            b' "updated_at": "2026-12-02T12:00:00Z"}}\n\n'
+        )
+        await resp.write(opened)
+        await asyncio.sleep(3600)
+        return resp
+
+    sock = rig.tmp / "q.sock"
+    timing = LinkTiming(connect=1.0, request=2.0, stream_read=5.0, backoff_first=0.2,
+                        backoff_cap=5.0)
+    async with raw_agent(scripted(events=events), sock):
+        client, gw = await rig.gateway([Source(name="q", socket=sock)], timing=timing)
+        await eventually(lambda: calls["events"] >= 1)
+        await asyncio.sleep(window)
+        made = calls["events"]
+        behave.set()
+        await eventually(lambda: gw.mirrors["q"].open_count == 1, within=10)
+        assert gw.mirrors["q"].state is LinkState.READY
+        await client.close()
+    return made, calls["events"]
+
+
+async def test_wire_10_an_agent_that_keeps_closing_its_stream_is_asked_less_and_less(
+    rig: Rig,
+) -> None:
+    async def closes(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        return resp  # 200, no event, ended cleanly
+
+    made, _ = await _count_streams(rig, closes, window=1.0)
+    # At once, at once, then 0.1-0.2 s, 0.2-0.4 s, 0.4-0.8 s: at most 5 in the first second
+    # (without the backoff: hundreds). A slower machine only makes fewer.
+    assert 2 <= made <= 5
+
+
+async def test_wire_10_an_agent_that_keeps_answering_reset_is_asked_less_and_less(
+    rig: Rig,
+) -> None:
+    async def resets(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b'event: reset\ndata: {"type": "reset"}\n\n')
+        await asyncio.sleep(3600)
+        return resp
+
+    made, _ = await _count_streams(rig, resets, window=1.0)
+    assert 2 <= made <= 5
