@@ -48,7 +48,7 @@ def _instrument_answers() -> dict[str, list[float]]:
 
     import aiosqlite
 
-    from collie_gateway import answering, gateway, routes
+    from collie_gateway import answering, gateway, store
 
     spans: dict[str, list[float]] = defaultdict(list)
     inside: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
@@ -77,16 +77,25 @@ def _instrument_answers() -> dict[str, list[float]]:
 
         setattr(owner, name, timed)
 
-    original_execute: Any = aiosqlite.Connection._execute
+    def counting(owner: Any, name: str) -> None:
+        original: Any = getattr(owner, name)
 
-    async def counted(self: Any, fn: Any, *a: Any, **k: Any) -> Any:
-        counts = inside.get()
-        if counts is not None:
-            counts["sqlite"] += 1
-        return await original_execute(self, fn, *a, **k)
+        async def counted(self: Any, *a: Any, **k: Any) -> Any:
+            counts = inside.get()
+            if counts is not None:
+                counts["sqlite"] += 1
+            return await original(self, *a, **k)
 
-    aiosqlite.Connection._execute = counted  # type: ignore[method-assign]
-    wrap(routes, "answer_ask", "handler", outer=True)
+        setattr(owner, name, counted)
+
+    # SQLite round trips: through aiosqlite's thread, and (since issue 16) the transactions
+    # and reads run on the loop's own connection (an older store ran them through aiosqlite).
+    counting(aiosqlite.Connection, "_execute")
+    if hasattr(store.Store, "run_threaded"):
+        counting(store.Store, "run")
+        counting(store.Store, "query")
+    # The route table holds the handler itself, so the outermost span is the gateway's answer.
+    wrap(gateway.Gateway, "answer", "handler: Gateway.answer", outer=True)
     wrap(answering.Answering, "_tap", "tap: record+claim txn, send, settle txn")
     wrap(answering.Answering, "_send", "send + settle txn")
     wrap(gateway.Gateway, "_send_reply", "agent round trip (gateway's client)")

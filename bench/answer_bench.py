@@ -214,7 +214,7 @@ def report(r: Json, args: argparse.Namespace) -> None:
             row("  inside the gateway (--breakdown)", "p50 / p99")
             for key, v in spans.items():
                 if key == "sqlite calls":
-                    row("    aiosqlite calls per answer", f"{v['mean']:.1f}")
+                    row("    SQLite round trips per answer", f"{v['mean']:.1f}")
                 else:
                     row(f"    {key}", f"{v['p50_ms']:.2f} / {v['p99_ms']:.2f} ms")
     r["probe"].print()

@@ -3,6 +3,11 @@
 Each tap is written (pending, with the ask's claim) in one transaction before it is sent;
 its outcome is written with the claim's release in another. After a crash or a lost link,
 pending taps are sent again with the same request id (``resend_pending``).
+
+The ledger stays in SQLite; memory holds only an index of its unsettled taps (request id ->
+agent and ask), read from the file at start (``load``) and changed after each commit that
+changes it. It spares the two reads every resolved ask made (``settle_accepted``,
+``pending``) when, as almost always, no tap of it is unsettled (bench/answer_bench.py).
 """
 
 from __future__ import annotations
@@ -57,6 +62,36 @@ class Answering:
         self._inflight: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
+        # The ledger's unsettled taps: request id -> (agent, ask id). Only an index: the
+        # records are in SQLite, and this is rebuilt from them at start.
+        self._unsettled: dict[str, tuple[str, str]] = {}
+
+    async def load(self) -> None:
+        """Read the index of unsettled taps from the ledger (at start)."""
+        sql = "SELECT request_id, agent, ask_id FROM answers WHERE settled = 0"
+        rows = await self.store.query(lambda conn: conn.execute(sql).fetchall())
+        self._unsettled = {str(r): (str(a), str(k)) for r, a, k in rows}
+
+    def _index(self, record: Record) -> None:
+        """Keep the index in step with a record just committed."""
+        tap = record.tap
+        if record.settled:
+            self._unsettled.pop(tap.request_id, None)
+        else:
+            self._unsettled[tap.request_id] = (tap.agent, tap.ask_id)
+
+    def may_settle(self, agent: str, ask_id: str, request_id: str | None) -> bool:
+        """Whether an ``ask.resolved`` of this ask has a tap to settle or send again: the
+        request id it names is unsettled or being sent, or another tap on the ask is."""
+        if request_id is not None and self.in_flight(request_id):
+            return True
+        return self.unsettled(agent, ask_id)
+
+    def unsettled(self, agent: str, ask_id: str | None = None) -> bool:
+        """Whether the ledger holds an unsettled tap of ``agent`` (on ``ask_id``, if given)."""
+        return any(
+            a == agent and (ask_id is None or k == ask_id) for a, k in self._unsettled.values()
+        )
 
     async def tap(self, tap: Tap, send: Sender) -> Result:
         """Record, claim, send and settle one tap; safe to call again with the same tap."""
@@ -89,6 +124,8 @@ class Answering:
             return decision, existing
 
         decision, existing = await self.store.run(decide)
+        if decision.action is Action.SEND:
+            self._index(decision.record)
         if decision.action is Action.REPLY:
             rec = decision.record
             outcome = rec.outcome or Outcome.REFUSED
@@ -128,16 +165,21 @@ class Answering:
                 )
 
         await self.store.run(settle)
+        self._index(rec)
         return Result(rec.outcome or Outcome.UNCERTAIN, rec.reason, rec.tap.request_id, False, rec)
 
     async def settle_accepted(self, agent: str, ask_id: str, request_id: str) -> Result | None:
         """The agent's ``ask.resolved`` (``answered``) names this request id: a tap of it not
         yet settled is accepted (T1), without another send. None when the ledger holds no
         such unsettled tap. Waits for a send of it under way, so the two never race."""
+        if self._unsettled.get(request_id) != (agent, ask_id) and not self.in_flight(request_id):
+            return None  # no such tap unsettled, none being sent: nothing to read or write
         lock = self._inflight.get(request_id)
         if lock is None:
             lock = self._inflight[request_id] = asyncio.Lock()
         async with lock:
+            if self._unsettled.get(request_id) != (agent, ask_id):
+                return None
             now = self.clock().isoformat()
 
             def settle(conn: sqlite3.Connection) -> Record | None:
@@ -149,6 +191,8 @@ class Answering:
                 return settled
 
             rec = await self.store.run(settle)
+            if rec is not None:
+                self._index(rec)
         if rec is None:
             return None
         return Result(Outcome.ACCEPTED, None, request_id, False, rec)
@@ -181,6 +225,8 @@ class Answering:
 
     async def pending(self, agent: str) -> list[Record]:
         """Taps of ``agent`` sent but not settled, oldest first."""
+        if not self.unsettled(agent):
+            return []  # the index says none: no read
         sql = f"SELECT {_COLUMNS} FROM answers WHERE agent = ? AND settled = 0 ORDER BY created_at"
         rows = await self.store.query(lambda conn: conn.execute(sql, (agent,)).fetchall())
         return [_row(r) for r in rows]
@@ -189,6 +235,8 @@ class Answering:
         self, agent: str, send: Sender, ask_id: str | None = None
     ) -> list[Result]:
         """Send pending taps of ``agent`` (of one ask, if given) again, same request ids."""
+        if not self.unsettled(agent, ask_id):
+            return []
         results = []
         for record in await self.pending(agent):
             if ask_id is not None and record.tap.ask_id != ask_id:

@@ -61,6 +61,8 @@ def _saved_member_rows(conn: sqlite3.Connection) -> dict[str, bytes]:
 
 _encoder = msgspec.json.Encoder()
 ANSWER_GRACE = 0.5  # ours: at a stop, answers on their way get this long to settle (issue 10)
+# R3, R4: an ask that closed without the person's tap gets a receipt in its chat.
+RECEIPTS = {"expired": "receipt_expired", "decided": "receipt_decided"}
 
 
 class Gateway:
@@ -108,6 +110,7 @@ class Gateway:
         store = await Store.open(settings.db_path)
         gateway = cls(settings, store)
         gateway.mirrors = await store.load_mirrors(gateway.sources)
+        await gateway.answering.load()
         gateway.pushing = await Pushing.open(gateway, settings.push_targets)
         store.start_flusher()
         gateway.supervisor.start()
@@ -185,13 +188,18 @@ class Gateway:
             self.spawn(self.pushing.ask_raised(mirror.name, event.ask, pane), "push")
             self._publish_ask(mirror.name, event.ask, pane, from_snapshot=False)
         if isinstance(event, AskResolved):
+            # Tasks only for work there is: most resolved asks need no receipt, owe no push
+            # and leave no tap unsettled (each task costs the loop; bench/answer_bench.py).
             if change.resolved is not None:
-                self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
+                if event.how in RECEIPTS:
+                    self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
                 # A push still owed for it is no longer wanted (P3, issue 10).
-                self.spawn(self.pushing.ask_resolved(mirror.name, change.resolved), "push")
+                if self.pushing.owes(mirror.name, change.resolved):
+                    self.spawn(self.pushing.ask_resolved(mirror.name, change.resolved), "push")
                 # A lead following this gateway settles its own push for it (W4).
                 self.bus.publish("ask.resolved", {"agent": mirror.name, "ask": change.resolved})
-            self.spawn(self._settle(mirror.name, event), "settle")
+            if self.answering.may_settle(mirror.name, event.ask_id, event.request_id):
+                self.spawn(self._settle(mirror.name, event), "settle")
         if isinstance(event, AskChanged):
             # An unsettled tap on the old version can no longer be applied, but it holds the
             # ask's claim: send it again now, so it settles ("changed") and frees the claim
@@ -473,7 +481,7 @@ class Gateway:
     # --- receipts (R3, R4) -----------------------------------------------------------------
 
     async def _receipt(self, agent: str, event: AskResolved, ask: Ask, now: datetime) -> None:
-        key = {"expired": "receipt_expired", "decided": "receipt_decided"}.get(event.how)
+        key = RECEIPTS.get(event.how)
         if key is None or await self.answering.tapped(agent, ask.id):
             return
         cat = self.settings.catalogue

@@ -514,18 +514,31 @@ class Pushing:
         if await self.gw.store.run(write):
             self._owed.discard(key)
 
-    async def ask_resolved(self, agent: str, ask: Ask, *, machine: str | None = None) -> None:
-        """The ask was answered, expired or withdrawn: a push still owed for it is not sent
-        in any later run (a lasting reason, logged). Never raises. ``machine``: as
-        :meth:`ask_raised`."""
+    def owes(self, agent: str, ask: Ask, *, machine: str | None = None) -> bool:
+        """Whether a push for the ask was seen owed in this run (:meth:`ask_resolved` then
+        has something to write; else the caller need not start it)."""
+        if not self._owed:
+            return False  # the common case, without building the key
         key = once_key(
             machine or self.machine,
             agent,
             tool_call=ask.tool.call_id if ask.tool else None,
             ask=ask.id,
         )
-        if key not in self._owed:
+        return key in self._owed
+
+    async def ask_resolved(self, agent: str, ask: Ask, *, machine: str | None = None) -> None:
+        """The ask was answered, expired or withdrawn: a push still owed for it is not sent
+        in any later run (a lasting reason, logged). Never raises. ``machine``: as
+        :meth:`ask_raised`."""
+        if not self.owes(agent, ask, machine=machine):
             return  # nothing owed for it in this run: no write on the answer path
+        key = once_key(
+            machine or self.machine,
+            agent,
+            tool_call=ask.tool.call_id if ask.tool else None,
+            ask=ask.id,
+        )
         self._owed.discard(key)
 
         def settle(conn: sqlite3.Connection) -> bool:

@@ -1,7 +1,14 @@
 """The SQLite store: schema, migrations, and the serialized writer.
 
-One aiosqlite connection, WAL. Every write goes through ``Store.write`` (one lock): coroutines
-sharing an aiosqlite connection would otherwise interleave their transactions.
+Two connections to one WAL file, and one writer lock (``Store._lock``) over both:
+- the loop's own ``sqlite3`` connection (``Store.conn``) runs the small transactions and
+  indexed reads of the answer path, the push decisions and the notes (``run``, ``query``),
+  right on the event loop: each is a few tens of µs of SQLite, where handing it to a thread
+  and back cost more than the work (bench/answer_bench.py, issue 16);
+- the aiosqlite connection (``Store.db``) runs what may be long: migrations, big flushes,
+  whole-table reads, and the WAL checkpoints (the loop's connection never checkpoints: a
+  checkpoint fsyncs).
+Every write, on either connection, holds the lock, so the two never contend for SQLite's.
 The mirror of open conversations is flushed in batches: each flush writes the dirty
 conversations and the agent's last event id in one transaction, so after a crash the link
 resumes from an event id that matches what was stored.
@@ -119,6 +126,11 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 T = TypeVar("T")
+# A flush this small runs on the loop's connection; a bigger one (a snapshot of many open
+# conversations) goes to the aiosqlite thread so the loop is never held for long.
+SMALL_FLUSH_BYTES = 64 * 1024
+# Commits on the loop's connection between two checkpoints (run in the thread, under the lock).
+CHECKPOINT_EVERY = 500
 
 
 def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -132,6 +144,25 @@ def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection],
     return result
 
 
+async def _setup(db: aiosqlite.Connection, path: Path) -> None:
+    """WAL, and the schema migrated to this gateway's version (each step one transaction)."""
+    await db.execute("PRAGMA journal_mode=WAL")
+    await db.execute("PRAGMA synchronous=NORMAL")
+    await db.execute("PRAGMA busy_timeout=5000")
+    async with db.execute("PRAGMA user_version") as cur:
+        row = await cur.fetchone()
+    version = int(row[0]) if row else 0
+    if version > len(MIGRATIONS):  # made newer since check(), by a newer gateway
+        raise StoreError(
+            f"{path}: schema version {version} is newer than this gateway knows "
+            f"({len(MIGRATIONS)}); update the gateway"
+        )
+    for index in range(version, len(MIGRATIONS)):
+        await db.executescript(
+            "BEGIN IMMEDIATE;" + MIGRATIONS[index] + f"PRAGMA user_version={index + 1}; COMMIT;"
+        )
+
+
 _conv_decoder = msgspec.json.Decoder(Conversation)
 _hello_decoder = msgspec.json.Decoder(Hello)
 _encoder = msgspec.json.Encoder()
@@ -140,10 +171,13 @@ _encoder = msgspec.json.Encoder()
 class Store:
     """The gateway's SQLite file. Open with ``await Store.open(path)``; close with ``close``."""
 
-    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+    def __init__(self, db: aiosqlite.Connection, conn: sqlite3.Connection, path: Path) -> None:
         self.db = db
+        self.conn = conn  # the loop's own connection: only ever used on the loop's thread
         self.path = path
         self._lock = asyncio.Lock()
+        self._commits = 0  # on ``conn`` since the last checkpoint
+        self._checkpoint: asyncio.Task[None] | None = None
         self._dirty: dict[str, set[str]] = {}
         self._dirty_agents: set[str] = set()
         self._mirrors: dict[str, AgentMirror] = {}
@@ -189,33 +223,19 @@ class Store:
         # Created 0600: SQLite gives the -wal and -shm files the mode of the database file.
         os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
         db = await aiosqlite.connect(path, isolation_level=None)
-        store = cls(db, path)
+        conn: sqlite3.Connection | None = None
         try:
-            await store._setup()
+            await _setup(db, path)
+            conn = sqlite3.connect(path, isolation_level=None)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=5000")
+            conn.execute("PRAGMA wal_autocheckpoint=0")
         except BaseException:
+            if conn is not None:
+                conn.close()
             await db.close()
             raise
-        return store
-
-    async def _setup(self) -> None:
-        await self.db.execute("PRAGMA journal_mode=WAL")
-        await self.db.execute("PRAGMA synchronous=NORMAL")
-        await self.db.execute("PRAGMA busy_timeout=5000")
-        async with self.db.execute("PRAGMA user_version") as cur:
-            row = await cur.fetchone()
-        version = int(row[0]) if row else 0
-        if version > len(MIGRATIONS):  # made newer since check(), by a newer gateway
-            raise StoreError(
-                f"{self.path}: schema version {version} is newer than this gateway knows "
-                f"({len(MIGRATIONS)}); update the gateway"
-            )
-        for index in range(version, len(MIGRATIONS)):
-            async with self.write() as db:
-                await db.executescript(
-                    "BEGIN IMMEDIATE;"
-                    + MIGRATIONS[index]
-                    + f"PRAGMA user_version={index + 1}; COMMIT;"
-                )
+        return cls(db, conn, path)
 
     async def close(self) -> None:
         """Flush what is pending and close the file."""
@@ -225,13 +245,10 @@ class Store:
                 await self._flusher
             self._flusher = None
         await self.flush()
+        if self._checkpoint is not None:
+            await asyncio.gather(self._checkpoint, return_exceptions=True)
+        self.conn.close()
         await self.db.close()
-
-    @contextlib.asynccontextmanager
-    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """Hold the one writer; the caller runs its own BEGIN/COMMIT (or a script)."""
-        async with self._lock:
-            yield self.db
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -246,21 +263,45 @@ class Store:
             await self.db.execute("COMMIT")
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in one write transaction, in the database's own thread: one round trip
-        instead of one per statement (the answer path's cost, bench/answer_bench.py).
+        """Run ``fn`` in one write transaction on the loop's own connection, under the writer
+        lock: committed (to the WAL: it survives ``kill -9``) when this returns, or rolled
+        back if ``fn`` raises.
 
-        ``fn`` must be quick and must not touch the event loop.
+        ``fn`` must be quick (a few indexed statements: it runs on the event loop) and must
+        not touch the event loop. Longer work goes to :meth:`run_threaded`.
         """
+        async with self._lock:
+            result = _in_transaction(self.conn, fn)
+            self._committed()
+            return result
+
+    async def run_threaded(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """As :meth:`run`, in the aiosqlite thread: for a transaction that may take long."""
         async with self._lock:
             # aiosqlite runs queued functions in its connection thread (``_execute``).
             result: T = await self.db._execute(_in_transaction, self.db._conn, fn)  # type: ignore[no-untyped-call]
             return result
 
     async def query(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run the reads of ``fn`` in the database's own thread, outside any lock (as a plain
-        read does), in one round trip instead of one per call of a cursor."""
-        result: T = await self.db._execute(fn, self.db._conn)  # type: ignore[no-untyped-call]
-        return result
+        """Run the reads of ``fn`` on the loop's own connection, outside the lock (WAL: the
+        last committed state). ``fn`` must be quick: indexed reads of a few rows."""
+        return fn(self.conn)
+
+    def _committed(self) -> None:
+        """Count a commit on the loop's connection; now and then checkpoint in the thread."""
+        self._commits += 1
+        if self._commits >= CHECKPOINT_EVERY and self._checkpoint is None:
+            self._commits = 0
+            self._checkpoint = asyncio.create_task(self._run_checkpoint(), name="checkpoint")
+
+    async def _run_checkpoint(self) -> None:
+        try:
+            async with self._lock:
+                await self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except (aiosqlite.Error, OSError):
+            log.exception("WAL checkpoint failed; the next one retries")
+        finally:
+            self._checkpoint = None
 
     # --- the mirror ---------------------------------------------------------------------
 
@@ -361,7 +402,11 @@ class Store:
                 "INSERT OR REPLACE INTO conversations(agent, id, body) VALUES (?, ?, ?)", puts
             )
 
-        await self.run(write)
+        size = sum(len(body) for _, _, body in puts)
+        if wipe or size > SMALL_FLUSH_BYTES:
+            await self.run_threaded(write)
+        else:
+            await self.run(write)
 
     async def stored_state(self, agent: str) -> LinkState | None:
         """The link state last written for ``agent`` (for tests and diagnostics)."""
