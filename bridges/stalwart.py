@@ -562,7 +562,13 @@ class Bridge:
     async def sync(self, thread: str, *, gone: str | None = None) -> list[dict[str, Any]]:
         """Read what waits in ``thread`` and make the asks match: raise new pauses, change
         those shown with another token; with ``gone`` (``answered`` or ``decided``) resolve
-        asks whose pause is no longer listed (unless an answer to it is on its way)."""
+        asks whose pause is no longer listed (unless an answer to it is on its way).
+
+        Pauses are shown only from here, one read at a time per thread, so what is shown only
+        moves forward. The pauses in a ``/messages`` or ``/resume`` answer are not shown from
+        that answer: it can arrive after a newer read (the server posts its webhook, which
+        syncs, before it answers), and showing it would change a changed pause back to its
+        old question and token (S2, S5)."""
         lock = self._sync_locks.setdefault(thread, asyncio.Lock())
         async with lock:
             status, data = await self._call("GET", self._thread_path(thread, "interrupts"))
@@ -633,9 +639,8 @@ class Bridge:
         if status != 200:
             await conv.append(kind="notice", text=self._error(data, status))
             return
-        for interrupt in _list(data.get("interrupts")):
-            if _valid(interrupt):
-                await self._show_safely(conv, interrupt)
+        if any(_valid(i) for i in _list(data.get("interrupts"))):
+            await self.sync(conv.id)  # read again, never shown from this answer: see sync
 
     async def _on_reply(self, handle: AskHandle, reply: Reply) -> ReplyResult:
         """Resume the run with the person's decision; the server's answer is the outcome."""
@@ -659,9 +664,8 @@ class Bridge:
                 raise OSError(f"resume answered {status}")
             self.ledger.end("resumes", reply.request_id, "done" if status == 200 else "failed")
             if status == 200:
-                for interrupt in _list(data.get("interrupts")):
-                    if _valid(interrupt) and interrupt["id"] != handle.id:
-                        await self._show_safely(handle.conversation, interrupt)
+                if any(_valid(i) and i["id"] != handle.id for i in _list(data.get("interrupts"))):
+                    await self.sync(thread)  # read again, never shown from this answer: see sync
                 return ReplyResult(outcome="accepted")
             if status == 409:
                 return await self._stale(handle)

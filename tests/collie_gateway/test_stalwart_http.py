@@ -19,6 +19,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
+from aiohttp.typedefs import Handler
 
 from bridges.stalwart import SIGNATURE, Bridge, Ledger, StalwartConfig
 from collie_gateway.errors import SourcesError
@@ -121,11 +122,14 @@ async def start_bridge(
 
 
 @asynccontextmanager
-async def open_shop(rig: Rig, **settings: Any) -> AsyncIterator[Shop]:
-    """Workers ``a`` and ``b`` on one store, webhooks to the bridge, a gateway on the bridge."""
+async def open_shop(
+    rig: Rig, worker_a: type[Worker] = Worker, **settings: Any
+) -> AsyncIterator[Shop]:
+    """Workers ``a`` (a ``worker_a``) and ``b`` on one store, webhooks to the bridge, a
+    gateway on the bridge."""
     async with AsyncExitStack() as stack:
         store = RunStore(rig.tmp / "runs.db")
-        a = Worker(store, name="a", operator_token="op-token")
+        a = worker_a(store, name="a", operator_token="op-token")
         b = Worker(store, name="b", operator_token="op-token")
         url_a = await stack.enter_async_context(a.serve())
         url_b = await stack.enter_async_context(b.serve())
@@ -377,6 +381,72 @@ async def test_S2_S5_a_stale_token_is_this_ask_changed(shop: Shop) -> None:
     result = await shop.answer(card["ask_id"], "r2", {"option": "skip"}, version=2)
     assert result["outcome"] == "accepted"
     await shop.line("t1", "reply", "Skipped charge_card.")
+
+
+class HeldWorker(Worker):
+    """A worker whose answer to ``POST /messages`` is held until ``release`` is set: the turn
+    is stored and its webhook delivered (the bridge has synced), only the answer is late."""
+
+    def __init__(self, store: RunStore, **options: Any) -> None:
+        super().__init__(store, **options)
+        self.held = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def app(self) -> web.Application:
+        app = super().app()
+
+        @web.middleware
+        async def hold(request: web.Request, handler: Handler) -> web.StreamResponse:
+            response = await handler(request)
+            if request.method == "POST" and request.path.endswith("/messages"):
+                self.held.set()
+                await self.release.wait()
+            return response
+
+        app.middlewares.append(hold)
+        return app
+
+
+async def test_S2_S5_a_late_turn_answer_never_changes_a_changed_ask_back(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The order the stale-token test's flake came from, set with events rather than load:
+    the webhook's sync shows the pause, the model changes it (version 2), and only then does
+    the turn's answer, listing the pause with its old question and token, reach the bridge."""
+    handled = asyncio.Event()
+    on_message = Bridge._on_message
+
+    async def on_message_then_tell(self: Bridge, conv: Any, msg: Any) -> None:
+        try:
+            await on_message(self, conv, msg)
+        finally:
+            handled.set()
+
+    monkeypatch.setattr(Bridge, "_on_message", on_message_then_tell)
+    async with open_shop(rig, worker_a=HeldWorker) as shop:
+        assert isinstance(shop.a, HeldWorker)
+        await shop.thread("t1")
+        await shop.say("t1", "charge 40 for order 4411", "m1")
+        [card] = await shop.cards("t1")
+        await shop.a.held.wait()
+        new = [{"name": "amount", "value": 4000, "origin": "model"}]
+        await asyncio.to_thread(shop.store.change_arguments, card["ask_id"], new)
+
+        async def bumped() -> bool:
+            [c] = await shop.cards("t1", 1)
+            return bool(c["version"] == 2)
+
+        await eventually(bumped)
+        shop.a.release.set()
+        await handled.wait()
+        # The card stays on the changed question, and an answer to it is applied.
+        [again] = await shop.cards("t1", 1)
+        assert (again["ask_id"], again["version"]) == (card["ask_id"], 2)
+        assert [a["value"] for a in again["call"]["arguments"]] == ["4000"]
+        result = await shop.answer(card["ask_id"], "r1", {"option": "skip"}, version=2)
+        assert result["outcome"] == "accepted"
+        await shop.line("t1", "reply", "Skipped charge_card.")
+        assert shop.a.resumes == [(card["ask_id"], 200)]
 
 
 async def test_S5_a_retry_after_an_unknown_resume_never_applies_twice(shop: Shop) -> None:
