@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
+import time
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Final
@@ -31,6 +31,7 @@ import aiohttp
 import msgspec
 
 from collie_gateway.errors import AgentUnreachable
+from collie_gateway.reconnect import Reconnect
 from collie_gateway.settings import LinkTiming
 from collie_gateway.sources import Member
 from collie_gateway.strings import Catalogue
@@ -163,9 +164,8 @@ class MemberLink:
         self.last_event_id: str | None = None
         self.section = self._build_section()
         self.ready = asyncio.Event()
-        self._rng = random.Random()
+        self._reconnect = Reconnect(timing, time.monotonic)
         self._task: asyncio.Task[None] | None = None
-        self._opened: float | None = None  # loop time this run's stream was followed from
         # The token goes to this member only: it is in this session's headers and nowhere
         # else (never in a log line, never in repr).
         headers = {"Authorization": f"Bearer {member.token}"} if member.token else {}
@@ -262,54 +262,31 @@ class MemberLink:
             self._save(self.name, msgspec.json.encode(list(self._known.values())))
 
     async def _run(self) -> None:
-        failures = 0
         while True:
-            self._opened = None
             try:
                 await self._probe()
                 await self._follow()
-                # The member ended its stream cleanly. After a stable stream: resume at once.
-                # A stream that ended soon counts as a failure, so a member that keeps closing
-                # its streams is not asked again in a loop.
-                failures = 0 if self._stable() else failures + 1
-                if failures:
+                # The member ended its stream cleanly: resume (at once after a stable stream).
+                delay = self._reconnect.ended()
+                if delay:
                     log.info("crew member %s: its stream ended soon", self.name)
-                    await asyncio.sleep(self._backoff(failures))
+                    await asyncio.sleep(delay)
             except Unauthorized:
-                failures = self._failed(failures)
                 self._set(MemberState.UNAUTHORIZED)
-                await asyncio.sleep(self._backoff(failures))
+                await asyncio.sleep(self._reconnect.failed())
             except (AgentUnreachable, aiohttp.ClientError, OSError, TimeoutError) as exc:
-                failures = self._failed(failures)
                 log.info("crew member %s: not answering: %s", self.name, type(exc).__name__)
                 self._set(MemberState.UNREACHABLE)
-                await asyncio.sleep(self._backoff(failures))
+                await asyncio.sleep(self._reconnect.failed())
             except (
                 msgspec.ValidationError,
                 msgspec.DecodeError,
                 UnicodeDecodeError,
                 WireError,  # e.g. a stream line over MAX_EVENT: this stream is dropped
             ) as exc:
-                failures = self._failed(failures)
                 log.warning("crew member %s: not a Collie phone API: %s", self.name, exc)
                 self._set(MemberState.UNREACHABLE)
-                await asyncio.sleep(self._backoff(failures))
-
-    def _stable(self) -> bool:
-        """Whether this run's stream was open at least ``timing.stream_stable`` seconds.
-        Events do not count: a member that sends one event and closes is still a loop."""
-        opened = self._opened
-        limit = self.timing.stream_stable
-        return opened is not None and asyncio.get_running_loop().time() - opened >= limit
-
-    def _failed(self, failures: int) -> int:
-        """The failure count after a failure: the first one after a stable stream."""
-        return 1 if self._stable() else failures + 1
-
-    def _backoff(self, failures: int) -> float:
-        growth = float(2 ** min(failures - 1, 16))
-        cap = min(self.timing.backoff_cap, self.timing.backoff_first * growth)
-        return cap / 2 + self._rng.uniform(0, cap / 2)
+                await asyncio.sleep(self._reconnect.failed())
 
     async def _probe(self) -> None:
         """Read what the member can do (V2): a 404 is an older Collie with no crew route."""
@@ -367,7 +344,7 @@ class MemberLink:
                 # Subscribed first, read second: nothing that changes in between is missed.
                 await self._read_dashboard()
             self._set(MemberState.READY)
-            self._opened = asyncio.get_running_loop().time()
+            self._reconnect.following()
             parser = SSEParser(max_line=MAX_EVENT)
             async for chunk in resp.content.iter_any():
                 for sse in parser.feed(chunk):

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -21,6 +22,7 @@ import aiohttp
 
 from collie_gateway.errors import AgentRejected, AgentUnreachable
 from collie_gateway.mirror import AgentMirror, Change, LinkState, apply_event
+from collie_gateway.reconnect import Reconnect
 from collie_gateway.settings import LinkTiming
 from collie_gateway.sources import Source
 from wire.body import read_limited
@@ -201,7 +203,7 @@ class AgentLink:
         self.listener = listener
         self.timing = timing
         self.client = AgentClient(source, timing)
-        self._rng = rng or random.Random()
+        self._reconnect = Reconnect(timing, time.monotonic, rng)
         self._task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
         self.connects = 0
@@ -232,16 +234,13 @@ class AgentLink:
             self.listener.link_changed(self.mirror)
 
     async def _run(self) -> None:
-        failures = 0
-        quick = 0  # streams in a row that ended without an error sooner than stream_stable
         need_snapshot = True
         while True:
-            opened: float | None = None
             try:
                 wire = await self._hello()
                 if wire != WIRE_VERSION:
                     self._set(LinkState.VERSION_MISMATCH, f"agent speaks wire v{wire}")
-                    failures = 0
+                    self._reconnect.clear()
                     await asyncio.sleep(self.timing.version_recheck)
                     need_snapshot = True
                     continue
@@ -249,37 +248,22 @@ class AgentLink:
                     await self._snapshot()
                     need_snapshot = False
                 self._set(LinkState.READY)
-                failures = 0
-                opened = asyncio.get_running_loop().time()
+                self._reconnect.following()
                 await self._follow()
-                # The agent ended the stream cleanly: resume (at once, unless it keeps doing so).
-                quick = await self._ended(opened, quick)
+                # The agent ended the stream cleanly: resume (at once after a stable stream).
+                await self._ended()
             except _ResetNeeded:
                 need_snapshot = True
-                quick = await self._ended(opened, quick)
-                continue
+                await self._ended()
             except (AgentUnreachable, AgentRejected, RemoteWireError) as exc:
-                failures += 1
                 self._set(LinkState.UNREACHABLE, _reason(exc))
-                await asyncio.sleep(self._backoff(failures))
+                await asyncio.sleep(self._reconnect.failed())
 
-    async def _ended(self, opened: float | None, quick: int) -> int:
-        """After a stream ended without an error (closed, or ``reset``): resume at once after a
-        stable stream or a first quick end; after more quick ends in a row, wait the backoff,
-        so an agent that keeps closing its stream is not asked again in a loop (wire §10)."""
-        loop = asyncio.get_running_loop()
-        if opened is not None and loop.time() - opened >= self.timing.stream_stable:
-            return 0
-        quick += 1
-        if quick > 1:
-            log.info("agent %s: its event stream ended soon again", self.source.name)
-            await asyncio.sleep(self._backoff(quick - 1))
-        return quick
-
-    def _backoff(self, failures: int) -> float:
-        growth = float(2 ** min(failures - 1, 16))
-        cap = min(self.timing.backoff_cap, self.timing.backoff_first * growth)
-        return cap / 2 + self._rng.uniform(0, cap / 2)
+    async def _ended(self) -> None:
+        delay = self._reconnect.ended()
+        if delay:
+            log.info("agent %s: its event stream ended soon", self.source.name)
+            await asyncio.sleep(delay)
 
     async def _hello(self) -> int:
         fetched = await self.client.get("/hello", limit=65536)

@@ -265,8 +265,8 @@ async def test_wire_10_an_agent_that_keeps_closing_its_stream_is_asked_less_and_
         return resp  # 200, no event, ended cleanly
 
     made, _ = await _count_streams(rig, closes, window=1.0)
-    # At once, at once, then 0.1-0.2 s, 0.2-0.4 s, 0.4-0.8 s: at most 5 in the first second
-    # (without the backoff: hundreds). A slower machine only makes fewer.
+    # After 0.1-0.2 s, 0.2-0.4 s, 0.4-0.8 s: at most 4 in the first second, so at most 5 by
+    # the time it is counted (without the backoff: hundreds). A slower machine makes fewer.
     assert 2 <= made <= 5
 
 
