@@ -202,7 +202,9 @@
     if (seq !== loadSeq) return;
     const toggle = h('input', { type: 'checkbox', id: 'pending-only', role: 'switch', checked: pending,
       onchange: (e) => { store.setItem('collie-pending-only', e.target.checked ? '1' : '0'); reload(); } });
-    const sections = data.sections.map((sec, i) => {
+    // A spaces section with no space (no --space) keeps its place (D7) but draws nothing.
+    const drawn = data.sections.filter((sec) => sec.rows || (sec.spaces && sec.spaces.length));
+    const sections = drawn.map((sec, i) => {
       const title = sec.title || (sec.spaces ? t('web_spaces') : '');
       const hid = 'sec-' + i;
       const body = sec.rows ? h('ul', { class: 'rows' }, sec.rows.map(agentRow))
@@ -254,7 +256,8 @@
     const closed = data.closed ? [h('h2', { id: 'closed-h', text: data.closed_label }),
       h('ul', { class: 'rows', id: 'closed-rows', 'aria-labelledby': 'closed-h' }, data.closed.map((r) => convRow(agent, r)))] : [];
     const footer = h('div', { class: 'footer', id: 'footer' });
-    drawFooter(footer, agent, data.footer);
+    // R5's box already says the version sentence: L6's version footer would say it twice.
+    drawFooter(footer, agent, data.warning && data.footer && data.footer.text === data.warning ? null : data.footer);
     show(top(h('h1', { text: agent }), '#/',
       data.new ? h('a', { class: 'button', href: hrefOf.new(agent), text: t('new_title') }) : null),
     data.warning ? h('p', { class: 'warning', role: 'alert', text: data.warning }) : null,
