@@ -28,9 +28,10 @@ import msgspec
 from _common import HELPER_MAX_SECONDS, Json, pct, rss_kib, say, serve_commands
 from aiohttp import web
 
-from collie_gateway.app import GATEWAY, create_app
+from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.gateway import Gateway
-from collie_gateway.settings import LinkTiming, Settings
+from collie_gateway.http.app import GATEWAY, create_app
+from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
 
 # Backoff short enough that a paused agent is back within ~0.2 s (chat_bench's replay).
@@ -48,7 +49,8 @@ def _instrument_answers() -> dict[str, list[float]]:
 
     import aiosqlite
 
-    from collie_gateway import answering, gateway, store
+    from collie_gateway.services import answering, answers
+    from collie_gateway.store import database
 
     spans: dict[str, list[float]] = defaultdict(list)
     inside: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
@@ -91,14 +93,13 @@ def _instrument_answers() -> dict[str, list[float]]:
     # SQLite round trips: through aiosqlite's thread, and (since issue 16) the transactions
     # and reads run on the loop's own connection (an older store ran them through aiosqlite).
     counting(aiosqlite.Connection, "_execute")
-    if hasattr(store.Store, "run_threaded"):
-        counting(store.Store, "run")
-        counting(store.Store, "query")
+    counting(database.Database, "run")
+    counting(database.Database, "query")
     # The route table holds the handler itself, so the outermost span is the gateway's answer.
-    wrap(gateway.Gateway, "answer", "handler: Gateway.answer", outer=True)
+    wrap(answers.Answers, "answer", "handler: Answers.answer", outer=True)
     wrap(answering.Answering, "_tap", "tap: record+claim txn, send, settle txn")
     wrap(answering.Answering, "_send", "send + settle txn")
-    wrap(gateway.Gateway, "_send_reply", "agent round trip (gateway's client)")
+    wrap(answers.Answers, "_send", "agent round trip (gateway's client)")
     return spans
 
 
@@ -144,7 +145,7 @@ async def main(args: argparse.Namespace) -> None:
     gw: Gateway = app[GATEWAY]
     try:
         async with asyncio.timeout(args.ready_timeout):
-            await asyncio.gather(*(link.ready.wait() for link in gw.links.values()))
+            await asyncio.gather(*(link.ready.wait() for link in gw.agents.links.values()))
             await asyncio.gather(*(link.ready.wait() for link in gw.crew.links.values()))
     except TimeoutError:
         states: dict[str, int] = {}
@@ -178,7 +179,7 @@ async def main(args: argparse.Namespace) -> None:
             "rss_settled_kib": rss_settled,
             "traced_bytes": traced,
             "traced_top": top,
-            "links": len(gw.links),
+            "links": len(gw.agents.links),
             "crew": len(gw.crew.links),
         }
     )
@@ -189,7 +190,7 @@ async def main(args: argparse.Namespace) -> None:
         size = 0
         for _ in range(int(command.get("n", 1000))):
             t = time.perf_counter()
-            size = len(encoder.encode(gw.dashboard()))
+            size = len(encoder.encode(gw.rows.dashboard()))
             times.append(time.perf_counter() - t)
         return {"p50_ms": pct(times, 50) * 1e3, "p99_ms": pct(times, 99) * 1e3, "bytes": size}
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from collie_gateway.redact import Redactor
+from collie_gateway.core.redact import Redactor
 from collie_gateway.views.text import ShownText
 
 LIMIT = 200_000  # CHAT_TEXT_LIMIT
