@@ -53,7 +53,7 @@ Client = TestClient[Any, Any]
 
 GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden"
 WRITE = os.environ.get("COLLIE_GOLDEN_WRITE") == "1"
-QUIET = 0.3  # seconds with no new event and no changed row that end a step
+QUIET = 0.4  # seconds with no new event and no changed row that end a step
 STEP_LIMIT = 10.0  # seconds a step may take to fall quiet
 CHAT = "/api/v1/agents/desk/conversations/c1"
 MACHINE = "desk-mac"
@@ -311,15 +311,13 @@ class Trace:
         return sum(len(source()) for source in self.sources)
 
     @contextlib.asynccontextmanager
-    async def step(
-        self, title: str, until: Callable[[], Any] | None = None, within: float = 10.0
-    ) -> AsyncIterator[None]:
-        """A step named ``title``: what its body notes, then, once ``until`` holds (if given)
-        and all fell quiet, the events and rows since the step before."""
+    async def step(self, title: str, *until: Callable[[], bool]) -> AsyncIterator[None]:
+        """A step named ``title``: what its body notes, then, once every check of ``until``
+        holds and all fell quiet, the events and rows since the step before."""
         self.lines.append(f"## {title}")
         yield
-        if until is not None:
-            await eventually(until, within)
+        for check in until:
+            await eventually(check, STEP_LIMIT)
         tables = await self._quiet()
         for event in self.phone.events[self._events :]:
             self.lines.append(f"event {event.type} {self.norm.json(event.data)}")
@@ -327,9 +325,27 @@ class Trace:
         self.lines.extend(changed_rows(self._tables, tables))
         self._tables = tables
 
-    def events_of(self, type_: str) -> list[Any]:
-        """The data of this step's events of ``type_`` so far."""
-        return [e.data for e in self.phone.events[self._events :] if e.type == type_]
+    def event(self, type_: str, *texts: str) -> Callable[[], bool]:
+        """A check: the step brought an event ``type_`` whose JSON holds each of ``texts``."""
+
+        def check() -> bool:
+            new = self.phone.events[self._events :]
+            found = (json.dumps(e.data) for e in new if e.type == type_)
+            return any(all(t in data for t in texts) for data in found)
+
+        check.__qualname__ = f"an event {type_} holding {texts}"
+        return check
+
+    def row(self, table: str, *texts: str, absent: bool = False) -> Callable[[], bool]:
+        """A check: a row of ``table`` (as normalised) holds each of ``texts`` (``absent``:
+        no row does)."""
+
+        def check() -> bool:
+            rows = self.db.dump(self.norm).get(table, [])
+            return any(all(t in r for t in texts) for r in rows) != absent
+
+        check.__qualname__ = f"{'no' if absent else 'a'} row of {table} holding {texts}"
+        return check
 
     def check(self, name: str) -> None:
         """Compare with ``fixtures/golden/<name>.txt`` (or write it, in the writing mode)."""
@@ -375,7 +391,11 @@ async def following(rig: Rig, client: Client) -> AsyncIterator[Trace]:
     phone = await Phone.connect(client)
     trace = Trace(rig, phone)
     try:
-        async with trace.step("the gateway started; a phone reads the chat, follows the stream"):
+        async with trace.step(
+            "the gateway started; a phone reads the chat, follows the stream",
+            trace.row("agents", '"state":"ready"'),
+            trace.row("conversations", '"id":"c1"'),
+        ):
             trace.note("read", await get_json(client, CHAT))
         yield trace
     finally:
@@ -391,25 +411,28 @@ async def test_golden_a_X1_agent_items_reach_a_phone_following_the_chat(rig: Rig
     conv = await agent.open_conversation("c1", title="Notes")
     client, _ = await rig.gateway([Source(name="desk", socket=sock)])
     async with following(rig, client) as trace:
-        item_came = lambda: trace.events_of("chat.item")  # noqa: E731
-        delta_came = lambda: trace.events_of("chat.delta")  # noqa: E731
-        async with trace.step("item.appended: a reply begins", item_came):
-            item = await conv.append(kind="reply", final=False)
-        async with trace.step("item.delta: a whole word", delta_came):
-            await item.delta("Hello ")
+        item, delta = trace.event("chat.item"), trace.event("chat.delta")
+        async with trace.step("item.appended: a reply begins", item):
+            reply = await conv.append(kind="reply", final=False)
+        async with trace.step("item.delta: a whole word", delta):
+            await reply.delta("Hello ")
         async with trace.step("item.delta: half a word (X1: held until it ends)"):
-            await item.delta("wor")
-        async with trace.step("item.delta: the word ends", delta_came):
-            await item.delta("ld. ")
-        async with trace.step("item.updated: the reply is final", item_came):
-            await item.finish()
-        async with trace.step("item.appended: a final reply", item_came):
+            await reply.delta("wor")
+        async with trace.step("item.delta: the word ends", delta):
+            await reply.delta("ld. ")
+        async with trace.step("item.updated: the reply is final", item):
+            await reply.finish()
+        async with trace.step("item.appended: a final reply", item):
             await conv.append(kind="reply", text="Done: 3 notes sorted.")
-        async with trace.step("item.appended: a tool call", item_came):
+        async with trace.step("item.appended: a tool call", item):
             tool = await conv.append(kind="tool", final=False, call_id="t1", name="shell")
-        async with trace.step("item.updated: the tool call ends", item_came):
+        async with trace.step("item.updated: the tool call ends", item):
             await tool.update(status="done", output="ok", final=True)
-        async with trace.step("the conversation changes", lambda: trace.events_of("chat.changed")):
+        async with trace.step(
+            "the conversation changes",
+            trace.event("chat.changed"),
+            trace.row("conversations", "Notes, sorted"),
+        ):
             await conv.update(title="Notes, sorted")
         async with trace.step("the phone reads the chat again"):
             trace.note("read", await get_json(client, CHAT))
@@ -460,28 +483,38 @@ async def test_golden_b_T1_S5_phone_answers_reach_the_agent_and_the_ledger(rig: 
     client, _ = await rig.gateway([Source(name="desk", socket=sock)])
     async with following(rig, client) as trace:
         taps = Taps(rig, client, trace, requests)
-        raised = lambda: trace.events_of("ask.raised")  # noqa: E731
-        async with trace.step("the agent raises ask p", raised):
-            p = await conv.ask(
+        shown, no_ask = trace.event("chat.changed"), trace.row("conversations", "asks", absent=True)
+        async with trace.step(
+            "the agent raises ask p",
+            shown,
+            trace.row("push_once", r"\"tool\",\"t1\""),
+            trace.row("conversations", '"id":"p"'),
+        ):
+            await conv.ask(
                 kind="permission", id="p", title="Run ls?", tool=TOOL, options=PERMISSION
             )
-        async with trace.step("the phone taps Yes (r1): accepted", lambda: not p.open):
+        async with trace.step("the phone taps Yes (r1): accepted", shown, no_ask):
             await taps.tap("p", "r1", 1, {"option": "allow"})
         taps.agent_got()
         async with trace.step("the same tap again (r1): from the ledger, not sent again"):
             await taps.tap("p", "r1", 1, {"option": "allow"})
         taps.agent_got()
 
-        async with trace.step("the agent raises ask q", raised):
+        async with trace.step(
+            "the agent raises ask q",
+            shown,
+            trace.row("push_once", r"\"ask\",\"q\""),
+            trace.row("conversations", '"id":"q"'),
+        ):
             q = await conv.ask(kind="text", id="q", title="Name?")
         async with trace.step(
-            "the agent changes ask q (version 2)", lambda: trace.events_of("chat.changed")
+            "the agent changes ask q (version 2)", shown, trace.row("conversations", '"version":2')
         ):
             await q.change(text="Name of the new note?")
         async with trace.step("a tap on version 1 (r2): changed"):
             await taps.tap("q", "r2", 1, {"text": "notes"})
         taps.agent_got()
-        async with trace.step("a tap on version 2 (r3): accepted", lambda: not q.open):
+        async with trace.step("a tap on version 2 (r3): accepted", shown, no_ask):
             await taps.tap("q", "r3", 2, {"text": "notes"})
         taps.agent_got()
         async with trace.step("the phone reads each answer's status"):
@@ -531,7 +564,10 @@ async def test_golden_c_P3_an_ask_raised_until_its_push_leaves(rig: Rig, svc: Se
         svc.fcm.hold = asyncio.Event()  # FCM holds the send: its push stays owed
         async with trace.step(
             "the agent raises a1: APNs takes its push, FCM holds it (owed)",
-            lambda: svc.fcm.held == 1 and len(svc.apns.requests) == 1,
+            lambda: svc.fcm.held == 1,
+            trace.event("push.logged", '"outcome": "sent"'),
+            trace.row("push_delivered", '"outcome":"sent"'),
+            trace.row("conversations", '"id":"a1"'),
         ):
             await conv.ask(
                 kind="permission",
@@ -544,14 +580,17 @@ async def test_golden_c_P3_an_ask_raised_until_its_push_leaves(rig: Rig, svc: Se
         trace.note("APNs got", sent_to_apns(svc))
 
         async with trace.step(
-            "FCM takes it: the push is delivered everywhere", lambda: svc.fcm.requests
+            "FCM takes it: the push is delivered everywhere",
+            trace.event("push.logged", '"outcome": "sent"'),
+            trace.row("push_once", '"state":"done"'),
         ):
             svc.fcm.hold.set()
         trace.note("FCM got", [r.message for r in svc.fcm.requests])
 
         async with trace.step(
             "the same tool call asks again (a2): P3, not pushed again",
-            lambda: trace.events_of("push.logged"),
+            trace.event("push.logged", '"a2"'),
+            trace.row("conversations", '"id":"a2"'),
         ):
             await conv.ask(
                 kind="permission", id="a2", title="Deploy again?", tool=TOOL, options=options
