@@ -11,9 +11,9 @@ rooms must change nothing a phone, an agent or the SQLite file sees):
 Each step of a flow records, in order, the events the phone's ``GET /api/v1/events`` delivered
 (type and data), the rows that changed in the gateway's SQLite file (read-only, per table:
 by rowid, or by the row for a table without one; ``-`` the row as it was, ``+`` as it
-is), and what left the gateway (the agent's requests, the pushes). A step ends once nothing new
-came for ``QUIET`` seconds. What varies between runs (times, random ids, ports, paths) is
-replaced by a stable placeholder.
+is), and what left the gateway (the agent's requests, the pushes). A step ends once its
+checks hold (its last event, its last row) and nothing new came for ``QUIET`` seconds. What
+varies between runs (times, random ids, ports, paths) is replaced by a stable placeholder.
 
 Only public surfaces: the phone API over real HTTP, SDK agents on real sockets, the fakes of
 the push services, the SQLite file. The golden files are ``fixtures/golden/*.txt``; write
@@ -66,7 +66,6 @@ PERMISSION = [
     Option(id="deny", label="No", role="deny"),
 ]
 
-Row = dict[str, Any]
 Tables = dict[str, list[str]]
 
 
