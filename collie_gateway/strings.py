@@ -122,6 +122,9 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "error_no_answer": "The durable agent didn't answer. Try again in a moment.",
     "error_not_understood": "The durable agent's answer could not be read.",
     "error_refused": "The durable agent refused this.",
+    # D6: the agent answered 401/403 to the gateway's bearer token (ours; a crew member's
+    # refusal is crew_unauthorized)
+    "agent_unauthorized": "The durable agent refused this gateway's token.",
     # G2 — pane menu
     "menu_close": "Close conversation",
     # N — new conversation

@@ -23,7 +23,7 @@ from collie_gateway.core.mirror import AgentMirror, Change
 from collie_gateway.core.notes import Note, note_json
 from collie_gateway.errors import AgentRejected, AgentUnreachable, BadCursor
 from collie_gateway.services.answers import CardStates
-from collie_gateway.services.links import AgentClient
+from collie_gateway.services.links import UNAUTHORIZED, AgentClient
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.tasks import Spawn
 from collie_gateway.store.notes import NotesRepo
@@ -265,6 +265,8 @@ class Chats:
             fetched = await self.agents.client(agent).get(path)
             if fetched.status == 404:
                 raise _ReadFailed(ReadStatus.NO_LIST)
+            if fetched.status in UNAUTHORIZED:
+                raise _ReadFailed(ReadStatus.UNAUTHORIZED)
             if fetched.status == 400 and cursor is not None:
                 raise BadCursor(f"the cursor {cursor!r} is not valid")
             if not 200 <= fetched.status < 300:
