@@ -352,8 +352,10 @@
       drawDots();
     } else if (ev.type === 'chat.delta') {
       const line = st.data.lines.find((l) => l.id === d.item_id);
-      if (!line || line.html !== undefined) { if (!replay) chatAgain(); return; }
+      if (!line || (line.html !== undefined && line.final !== false)) { if (!replay) chatAgain(); return; }
       line.text = (line.text || '') + d.text;
+      // Markdown being written shows its render; the next one comes as a chat.item (C2).
+      if (line.html !== undefined) return;
       const el = document.getElementById('line-' + d.item_id);
       const txt = el && el.querySelector('.text');
       if (txt) txt.textContent = line.text; else putLine(line);
