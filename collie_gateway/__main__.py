@@ -139,7 +139,12 @@ def _common(p: argparse.ArgumentParser, db_help: str) -> None:
         "--space", action="append", default=[], help="a space to show on the dashboard (repeat)"
     )
     p.add_argument("--strings", type=Path, default=None, help="JSON file overriding phone strings")
-    p.add_argument("-v", "--verbose", action="store_true", help="log every link change")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log INFO lines too (without it: warnings, e.g. an agent unreachable, once)",
+    )
 
 
 def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
