@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,14 +17,9 @@ from pathlib import Path
 import aiohttp
 
 from fixtures.agents.harness import REPO, short_dir
+from tests.collie_gateway.processes import free_port
 
 STAMP = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _serve_until_ready(folder: Path) -> str:
@@ -40,7 +34,7 @@ async def _serve_until_ready(folder: Path) -> str:
     }
     sources = folder / "sources.json"
     sources.write_text(json.dumps({"durable_agents": [entry]}), encoding="utf-8")
-    port = _free_port()
+    port = free_port()
     err = folder / "gateway.err"
     with err.open("wb") as sink:
         proc = await asyncio.create_subprocess_exec(

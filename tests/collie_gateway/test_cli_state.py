@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -19,29 +18,14 @@ import aiohttp
 import pytest
 
 from fixtures.agents.harness import REPO
-
-EXIT_CONFIG = 2
-
-
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "collie_gateway", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=REPO,
-        env={**os.environ, "COLLIE_TOKEN": ""},
-        check=False,
-    )
+from tests.collie_gateway.processes import free_port
+from tests.collie_gateway.test_cli_errors import _one_line_refusal, _run
 
 
 def _refusal(done: subprocess.CompletedProcess[str]) -> str:
-    """The one line of a refusal (exit 2, nothing on stdout, no traceback)."""
-    assert done.returncode == EXIT_CONFIG, done.stderr
+    """The one line of a refusal (exit 2, no traceback), nothing printed before it."""
     assert done.stdout == "", "something was printed before the refusal"
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    return lines[0]
+    return _one_line_refusal(done)
 
 
 def _sources(tmp: Path) -> Path:
@@ -89,19 +73,13 @@ def test_help_says_where_the_db_is_and_that_its_folder_must_exist(command: str) 
         assert "--fresh start over: remove the demo's files from the state folder first" in text
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _demo_run(
     home: Path, tmp: Path, *extra: str, start: str | None = None
 ) -> tuple[str | None, list[str]]:
     """Run ``collie-gateway demo`` with ``HOME`` and ``TMPDIR`` of the test's own until desk's
     conversations show; open one from desk's starter ``start`` if given; return its id and
     the ids of desk's open conversations, then stop the demo."""
-    port = _free_port()
+    port = free_port()
     proc = await asyncio.create_subprocess_exec(
         *[sys.executable, "-m", "collie_gateway", "demo", "--port", str(port), *extra],
         cwd=REPO,

@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -20,6 +19,7 @@ from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
 from fixtures.agents.harness import REPO, short_dir
 from tests.collie_gateway.conftest import Rig, eventually, get_json
+from tests.collie_gateway.processes import free_port
 
 REFUSED = Catalogue()["agent_unauthorized"]
 
@@ -62,12 +62,6 @@ async def test_D6_an_agent_that_does_not_answer_keeps_its_words(rig: Rig) -> Non
 # --- the log of the CLI, without -v ------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _healthz(port: int, ready: int) -> None:
     async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http:
         for _ in range(600):
@@ -92,7 +86,7 @@ async def test_D6_each_state_change_is_logged_once_a_refused_token_as_a_warning(
             {"name": "locked", "url": url, "token_env": "LOCKED_TOKEN"},
         ]
         sources.write_text(json.dumps({"durable_agents": entries}), encoding="utf-8")
-        port = _free_port()
+        port = free_port()
         err = folder / "gateway.err"
         with err.open("wb") as sink:
             proc = await asyncio.create_subprocess_exec(

@@ -39,7 +39,8 @@ class CountingPhone(PhoneChat):
 
 
 def _line(view: dict[str, Any], line_id: str) -> dict[str, Any]:
-    [line] = [x for x in view["lines"] if x["id"] == line_id]
+    lines: list[dict[str, Any]] = [x for x in view["lines"] if x["id"] == line_id]
+    [line] = lines
     return line
 
 

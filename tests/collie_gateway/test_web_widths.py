@@ -130,10 +130,10 @@ async def test_B1_C4_the_bar_wraps_and_the_message_box_is_whole(
         assert box["x"] >= 0, label
         assert box["x"] + box["width"] <= inside, label
     for part in ("#composer", "#send"):
-        box = await _box(page, part)
-        assert box["left"] >= 0, part
-        assert box["right"] <= inside, f"{part} clipped: {box['right']} > {inside}"
-        assert box["bottom"] <= HEIGHT, f"{part} below the window"
+        edges = await _box(page, part)
+        assert edges["left"] >= 0, part
+        assert edges["right"] <= inside, f"{part} clipped: {edges['right']} > {inside}"
+        assert edges["bottom"] <= HEIGHT, f"{part} below the window"
     await _shot(page, "chat", width)
 
 

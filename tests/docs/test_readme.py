@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from markdown_it.token import Token
 from collie_gateway.sources import Source
 from fixtures.agents.harness import REPO, short_dir
 from tests.collie_gateway.conftest import Rig, get_json, post_json
+from tests.collie_gateway.processes import free_port
 from wire.agent import FormField, Option, ToolRef
 
 README = REPO / "README.md"
@@ -180,12 +180,6 @@ def _acp_commands() -> list[str]:
     return block.split("\n```", 1)[0].splitlines()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_the_readmes_command_fetches_an_acp_example_agent_that_serves() -> None:
     *fetch, serve = _acp_commands()
     argv = shlex.split(serve)
@@ -203,7 +197,7 @@ async def test_the_readmes_command_fetches_an_acp_example_agent_that_serves() ->
         )
         out, _ = await asyncio.wait_for(fetching.communicate(), 180)
         assert fetching.returncode == 0, out.decode()
-        port = _free_port()
+        port = free_port()
         proc = await asyncio.create_subprocess_exec(
             *(sys.executable, "-m", "collie_gateway", *argv[1:], "--port", str(port)),
             cwd=folder,
