@@ -10,6 +10,7 @@ from aiohttp.typedefs import Middleware
 
 from collie_gateway.errors import ConfigError
 from collie_gateway.gateway import Gateway
+from collie_gateway.phone_language import LANGUAGES, language_headers
 from collie_gateway.settings import Settings
 from collie_gateway.webpage import add_web_routes, is_web_path
 
@@ -111,6 +112,8 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
         middlewares.append(_auth_middleware(settings.token))
     app = web.Application(middlewares=middlewares, client_max_size=1024 * 1024)
     app[SETTINGS] = settings
+    app[LANGUAGES] = settings.languages
+    app.on_response_prepare.append(language_headers)
 
     async def lifespan(app: web.Application) -> AsyncIterator[None]:
         gw = gateway if gateway is not None else await Gateway.open(settings)
@@ -122,5 +125,5 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
     app.cleanup_ctx.append(lifespan)
     app.on_shutdown.append(_stopping)
     routes.add_routes(app)
-    add_web_routes(app, settings.catalogue)
+    add_web_routes(app)
     return app

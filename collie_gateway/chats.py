@@ -21,6 +21,7 @@ import msgspec
 
 from collie_gateway.errors import AgentRejected, AgentUnreachable, BadCursor
 from collie_gateway.mirror import LinkState
+from collie_gateway.strings import Catalogue
 from collie_gateway.views.chat import (
     CHAT_TEXT_LIMIT,
     Chat,
@@ -141,14 +142,14 @@ class Chats:
 
     # --- the list ---------------------------------------------------------------------------
 
-    def _ctx(self, agent: str, now: datetime) -> ListContext:
+    def _ctx(self, agent: str, now: datetime, catalogue: Catalogue | None = None) -> ListContext:
         mirror = self.gw.mirrors[agent]
         hello = mirror.hello
         return ListContext(
             agent=agent,
             agent_subtitle=hello.subtitle if hello else None,
             features=hello.features if hello else [],
-            catalogue=self.gw.settings.catalogue,
+            catalogue=catalogue or self.gw.settings.catalogue,
             now=now,
             redact=self.gw.redact,
         )
@@ -157,17 +158,18 @@ class Chats:
         mirror = self.gw.mirrors[agent]
         return mirror.wire == 1 and mirror.hello is not None and mirror.hello.has("history")
 
-    async def visit(self, agent: str) -> ConversationList:
+    async def visit(self, agent: str, catalogue: Catalogue | None = None) -> ConversationList:
         """A visit to the list: open rows now, closed rows read from the agent (L5)."""
         if self._asks_history(agent):
             await self.read_closed(agent)
-        return self.build(agent)
+        return self.build(agent, catalogue)
 
-    def build(self, agent: str) -> ConversationList:
-        """The list from what the gateway holds now; no read."""
+    def build(self, agent: str, catalogue: Catalogue | None = None) -> ConversationList:
+        """The list from what the gateway holds now, in ``catalogue``'s language (default:
+        the default's); no read."""
         mirror = self.gw.mirrors[agent]
-        ctx = self._ctx(agent, self.gw.settings.clock())
-        warning = self.gw.version_warning(agent)
+        ctx = self._ctx(agent, self.gw.settings.clock(), catalogue)
+        warning = self.gw.version_warning(agent, ctx.catalogue)
         closed = self.closed.get(agent) if self._asks_history(agent) else None
         if closed is None and self._asks_history(agent):
             closed = ClosedRead()  # not read yet (a poll before any visit): no footer
@@ -191,13 +193,15 @@ class Chats:
         kept.drawn = True
         return kept
 
-    async def closed_page(self, agent: str, cursor: str) -> dict[str, object]:
+    async def closed_page(
+        self, agent: str, cursor: str, catalogue: Catalogue | None = None
+    ) -> dict[str, object]:
         """One "Load more" page: the next 100 closed rows and the footer after them.
 
         Raises:
             BadCursor: the agent does not take ``cursor``.
         """
-        ctx = self._ctx(agent, self.gw.settings.clock())
+        ctx = self._ctx(agent, self.gw.settings.clock(), catalogue)
         try:
             page = await self._read_page(agent, cursor)
         except _ReadFailed as exc:
@@ -246,7 +250,7 @@ class Chats:
                     await asyncio.sleep(0.05)  # several open/close events: one read
                     self._read_again.discard(agent)
                     await self.read_closed(agent)
-                    self.gw.bus.publish("list.changed", self.build(agent))
+                    self.gw.bus.publish("list.changed", self.build(agent), self._list_in(agent))
                     if agent not in self._read_again:
                         return
             finally:
@@ -257,7 +261,14 @@ class Chats:
 
     # --- the chat ----------------------------------------------------------------------------
 
-    async def open_chat(self, agent: str, conv_id: str, *, show_all: bool = False) -> Chat:
+    async def open_chat(
+        self,
+        agent: str,
+        conv_id: str,
+        *,
+        show_all: bool = False,
+        catalogue: Catalogue | None = None,
+    ) -> Chat:
         """The chat of one conversation; read from the agent the first time.
 
         Raises:
@@ -272,7 +283,7 @@ class Chats:
         live = self.gw.mirrors[agent].conversations.get(conv_id)
         if live is not None:
             state.conv = live
-        return self.view(agent, state, show_all=show_all)
+        return self.view(agent, state, show_all=show_all, catalogue=catalogue)
 
     async def _load(self, agent: str, conv_id: str) -> ChatState:
         key = (agent, conv_id)
@@ -347,14 +358,22 @@ class Chats:
         """How chat items are masked (X1): the redactor's rules, or None when it is off."""
         return self.gw.redactor.mask if self.gw.redactor.enabled else None
 
-    def view(self, agent: str, state: ChatState, *, show_all: bool = False) -> Chat:
-        """Build the chat as the phone draws it now."""
+    def view(
+        self,
+        agent: str,
+        state: ChatState,
+        *,
+        show_all: bool = False,
+        catalogue: Catalogue | None = None,
+    ) -> Chat:
+        """Build the chat as the phone draws it now, in ``catalogue``'s language (default:
+        the default's)."""
         mirror = self.gw.mirrors[agent]
         now = self.gw.settings.clock()
         ctx = ChatContext(
             agent=agent,
             features=mirror.hello.features if mirror.hello else [],
-            catalogue=self.gw.settings.catalogue,
+            catalogue=catalogue or self.gw.settings.catalogue,
             now=now,
             redact=self.gw.redact,
             agent_subtitle=mirror.hello.subtitle if mirror.hello else None,
@@ -427,9 +446,10 @@ class Chats:
             case TurnStopped(turn=turn):
                 note = Note(
                     kind="stopped",
-                    text=self.gw.settings.catalogue["chat_stopped"],
+                    text="",
                     at=now,
                     after_item=self.last_item.get(key),
+                    words="chat_stopped",
                 )
                 self.add_note(agent, cid, f"stop:{turn}", note)
             case ConversationClosed():
@@ -470,8 +490,15 @@ class Chats:
         self._publish_line(key, item, shown)
 
     def _publish_line(self, key: tuple[str, str], item: Item, shown: ShownText) -> None:
-        line = item_line(item, self.gw.settings.catalogue, shown, self._items_mask)
-        self.gw.bus.publish("chat.item", {"agent": key[0], "conversation_id": key[1], "item": line})
+        languages = self.gw.settings.languages
+
+        def worded(cat: Catalogue) -> dict[str, object]:
+            line = item_line(item, cat, shown, self._items_mask)
+            return {"agent": key[0], "conversation_id": key[1], "item": line}
+
+        self.gw.bus.publish(
+            "chat.item", worded(languages.default), lambda lang: worded(languages.get(lang))
+        )
 
     def _delta(self, key: tuple[str, str], item_id: str, raw: str) -> None:
         """Text for an item being written: cleaned once; the phones get what it adds."""
@@ -506,7 +533,14 @@ class Chats:
             "text": piece,
         }
         if shown.cut and not was_cut:
-            event["shortened"] = self.gw.settings.catalogue["text_shortened"]
+            languages = self.gw.settings.languages
+            event["shortened"] = languages.default["text_shortened"]
+            self.gw.bus.publish(
+                "chat.delta",
+                event,
+                lambda lang: {**event, "shortened": languages.get(lang)["text_shortened"]},
+            )
+            return
         self.gw.bus.publish("chat.delta", event)
 
     # --- after a reset (issue 9.1, wire §10 step 4) ----------------------------------------
@@ -557,8 +591,13 @@ class Chats:
         for buffer in self._loading.get((agent, conv_id), ()):
             buffer.append((None, note))
         self.unsaved.setdefault((agent, conv_id), []).append(note)
+        languages = self.gw.settings.languages
+
+        def worded(cat: Catalogue) -> dict[str, object]:
+            return {"agent": agent, "conversation_id": conv_id, "note": _note_json(note, cat)}
+
         self.gw.bus.publish(
-            "chat.note", {"agent": agent, "conversation_id": conv_id, "note": _note_json(note)}
+            "chat.note", worded(languages.default), lambda lang: worded(languages.get(lang))
         )
         self.gw.save_note(agent, conv_id, key, note)
 
@@ -602,14 +641,19 @@ class Chats:
         if conv is None:
             self.gw.bus.publish("list.removed", {"agent": agent, "conversation_id": conv_id})
             return
-        ctx = self._ctx(agent, self.gw.settings.clock())
-        self.gw.bus.publish("list.row", {"agent": agent, "row": list_row(conv, ctx)})
+        languages = self.gw.settings.languages
+        now = self.gw.settings.clock()
+
+        def row(cat: Catalogue) -> dict[str, object]:
+            return {"agent": agent, "row": list_row(conv, self._ctx(agent, now, cat))}
+
+        self.gw.bus.publish("list.row", row(languages.default), lambda t: row(languages.get(t)))
         state = self.chats.get((agent, conv_id))
         if state is not None:
-            chat = self.view(agent, state)
-            self.gw.bus.publish(
-                "chat.changed",
-                {
+
+            def changed(cat: Catalogue) -> dict[str, object]:
+                chat = self.view(agent, state, catalogue=cat)
+                return {
                     "agent": agent,
                     "conversation_id": conv_id,
                     "header": chat.header,
@@ -617,8 +661,16 @@ class Chats:
                     "cards": chat.cards,
                     "dots": chat.dots,
                     "turn": chat.turn,
-                },
+                }
+
+            self.gw.bus.publish(
+                "chat.changed", changed(languages.default), lambda t: changed(languages.get(t))
             )
+
+    def _list_in(self, agent: str) -> Callable[[str], object]:
+        """The agent's list in the language a tag names (for the live stream)."""
+        languages = self.gw.settings.languages
+        return lambda lang: self.build(agent, languages.get(lang))
 
     def ready(self, agent: str) -> bool:
         """Whether the agent's link is ready."""
@@ -640,8 +692,9 @@ class _ReadFailed(Exception):
         self.status = status
 
 
-def _note_json(note: Note) -> dict[str, object]:
-    return {"kind": note.kind, "text": note.text, "at": note.at, "after_item": note.after_item}
+def _note_json(note: Note, catalogue: Catalogue) -> dict[str, object]:
+    text = note.shown(catalogue)
+    return {"kind": note.kind, "text": text, "at": note.at, "after_item": note.after_item}
 
 
 Clock = Callable[[], datetime]

@@ -25,9 +25,10 @@ from collie_gateway.redact import Redactor
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
 from collie_gateway.store import Store
+from collie_gateway.strings import Catalogue
 from collie_gateway.supervisor import Supervisor
 from collie_gateway.views.cards import CardState, build_card
-from collie_gateway.views.chat import Note
+from collie_gateway.views.chat import NOTE_WORDS, Note
 from collie_gateway.views.dashboard import Dashboard, EncodedRow, agent_row, build_dashboard
 from collie_gateway.views.text import TITLE_LIMIT, clean
 from wire.answers import misfit
@@ -82,6 +83,8 @@ class Gateway:
         self._mask = functools.lru_cache(maxsize=65_536)(self.redactor.mask)
         self.card_states: dict[tuple[str, str], dict[str, CardState]] = {}
         self._rows: dict[str, EncodedRow] = {}  # each agent's row, as last encoded
+        # Each agent's row in another language: (the default's row it follows, the row).
+        self._worded_rows: dict[tuple[str, str], tuple[EncodedRow, EncodedRow]] = {}
         self._tasks: set[asyncio.Task[object]] = set()
         self.hooks: list[Callable[[AgentMirror, AgentEvent, Change], None]] = []
         self.pushing: Pushing = Pushing(self, PushTargets())
@@ -210,32 +213,46 @@ class Gateway:
             hook(mirror, event, change)
 
     def _publish_row(self, mirror: AgentMirror) -> None:
-        """Tell the phones of a row that changed, and only then."""
-        encoded = self._encode_row(mirror.name)
-        kept = self._rows.get(mirror.name)
+        """Tell the phones of a row that changed, and only then (in each language in use)."""
+        name = mirror.name
+        encoded = self._encode_row(name, self.settings.catalogue)
+        kept = self._rows.get(name)
         if kept is None or kept.raw != encoded.raw:
-            self._rows[mirror.name] = encoded
-            self.bus.publish("dashboard.row", encoded.raw)
+            self._rows[name] = encoded
+            languages = self.settings.languages
+            self.bus.publish(
+                "dashboard.row", encoded.raw, lambda lang: self._row(name, languages.get(lang)).raw
+            )
 
-    def _encode_row(self, name: str) -> EncodedRow:
-        row = agent_row(self.sources[name], self.mirrors[name], self.settings.catalogue)
+    def _encode_row(self, name: str, catalogue: Catalogue) -> EncodedRow:
+        row = agent_row(self.sources[name], self.mirrors[name], catalogue)
         return EncodedRow(msgspec.Raw(_encoder.encode(row)), row.waiting)
 
-    def _row(self, name: str) -> EncodedRow:
-        """The agent's row as last encoded (every change of it is published, and kept)."""
+    def _row(self, name: str, catalogue: Catalogue | None = None) -> EncodedRow:
+        """The agent's row as last encoded, in ``catalogue``'s language (default: the
+        default's). The default's is kept at each change (and published); another language's
+        is encoded once per change of the default's, on its first read."""
         kept = self._rows.get(name)
         if kept is None:
-            kept = self._rows[name] = self._encode_row(name)
-        return kept
+            kept = self._rows[name] = self._encode_row(name, self.settings.catalogue)
+        if catalogue is None or catalogue is self.settings.catalogue:
+            return kept
+        worded = self._worded_rows.get((catalogue.lang, name))
+        if worded is None or worded[0] is not kept:
+            worded = (kept, self._encode_row(name, catalogue))
+            self._worded_rows[catalogue.lang, name] = worded
+        return worded[1]
 
     # --- reads ----------------------------------------------------------------------------
 
-    def dashboard(self, *, pending_only: bool = False) -> Dashboard:
-        """The dashboard as the phone draws it now: this machine's section, from the rows
-        encoded for the live stream (for encoding only: its rows are ``msgspec.Raw``), then
-        each crew member's (W1)."""
-        rows = [self._row(s.name) for s in self.settings.sources]
-        cat = self.settings.catalogue
+    def dashboard(
+        self, *, pending_only: bool = False, catalogue: Catalogue | None = None
+    ) -> Dashboard:
+        """The dashboard as the phone draws it now, in ``catalogue``'s language (default: the
+        default's): this machine's section, from the rows encoded for the live stream (for
+        encoding only: its rows are ``msgspec.Raw``), then each crew member's (W1)."""
+        cat = catalogue or self.settings.catalogue
+        rows = [self._row(s.name, cat) for s in self.settings.sources]
         return build_dashboard(
             rows,
             self.settings.spaces,
@@ -279,12 +296,12 @@ class Gateway:
             "push",
         )
 
-    def version_warning(self, agent: str) -> str | None:
+    def version_warning(self, agent: str, catalogue: Catalogue | None = None) -> str | None:
         """R5's box for an agent refused for its wire version, else None."""
         mirror = self.mirrors[agent]
         if mirror.wire is None or mirror.wire == WIRE_VERSION:
             return None
-        return self.settings.catalogue.fmt(
+        return (catalogue or self.settings.catalogue).fmt(
             "version_mismatch", theirs=mirror.wire, ours=WIRE_VERSION
         )
 
@@ -331,7 +348,13 @@ class Gateway:
         return None
 
     async def answer(
-        self, agent: str, ask_id: str, request_id: str, version: int, answer: Answer
+        self,
+        agent: str,
+        ask_id: str,
+        request_id: str,
+        version: int,
+        answer: Answer,
+        catalogue: Catalogue | None = None,
     ) -> Result:
         """Take one tap: record, claim, send once, settle (spec T1).
 
@@ -340,11 +363,13 @@ class Gateway:
                 recorded or sent.
         """
         tap = Tap(request_id, agent, ask_id, version, _encoder.encode(answer))
-        cat = self.settings.catalogue
+        cat = catalogue or self.settings.catalogue
         ask = self.find_ask(agent, ask_id)
-        refusal = self.version_warning(agent) or self._refusal(agent, ask, version, answer)
+        refusal = self.version_warning(agent, cat) or self._refusal(
+            agent, ask, version, answer, cat
+        )
         if refusal is None:
-            self._check(ask, version, answer)
+            self._check(ask, version, answer, cat)
         if refusal is not None:
             result = await self.answering.refuse(tap, refusal)  # nothing is sent
         else:
@@ -353,7 +378,9 @@ class Gateway:
             return Result(Outcome.REFUSED, cat["refused_conflict"], request_id, True, result.record)
         return self._remember(tap, result)
 
-    def _refusal(self, agent: str, ask: Ask | None, version: int, answer: Answer) -> str | None:
+    def _refusal(
+        self, agent: str, ask: Ask | None, version: int, answer: Answer, cat: Catalogue
+    ) -> str | None:
         """Collie's reason to refuse a tap without sending it, else None: an ask the phone
         cannot answer (A7: an unknown kind or over a card's limits; wire §8: the gateway sends
         no reply for it), or an "Always allow" without its second tap or where the card does
@@ -362,7 +389,6 @@ class Gateway:
             # Not mirrored, or not the version the person saw (the agent answers "changed"):
             # nothing Collie can judge; the agent validates it.
             return None
-        cat = self.settings.catalogue
         card = build_card(
             ask,
             agent_name=agent,
@@ -384,7 +410,7 @@ class Gateway:
             return cat["refused_always_hidden"]
         return None
 
-    def _check(self, ask: Ask | None, version: int, answer: Answer) -> None:
+    def _check(self, ask: Ask | None, version: int, answer: Answer, cat: Catalogue) -> None:
         """Wire §8's table against the mirrored ask, as the agent would apply it: only for an
         ask Collie holds, at the version the person saw, before its deadline (past it, or on
         another version, the agent answers ``expired`` or ``changed`` itself).
@@ -398,7 +424,7 @@ class Gateway:
             return
         found = misfit(ask, answer)
         if found is not None:
-            raise AnswerMisfit(self.settings.catalogue.fmt("answer_" + found.code, **found.values))
+            raise AnswerMisfit(cat.fmt("answer_" + found.code, **found.values))
 
     def _remember(self, tap: Tap, result: Result) -> Result:
         """Keep the card's state after a tap, for the chat's next drawing (T1)."""
@@ -484,13 +510,13 @@ class Gateway:
         key = RECEIPTS.get(event.how)
         if key is None or await self.answering.tapped(agent, ask.id):
             return
-        cat = self.settings.catalogue
         title = clean(ask.title or ask.text, TITLE_LIMIT, redact=self.redact).text
         note = Note(
             kind="receipt",
-            text=f"{cat[key]} {title}",
+            text=title,
             at=now,
             after_item=self.chats.last_item.get((agent, event.conversation_id)),
+            words=key,
         )
         self.chats.add_note(agent, event.conversation_id, f"ask:{ask.id}", note)
 
@@ -499,7 +525,10 @@ class Gateway:
         self.spawn(self._save_note(agent, conv_id, key, note), "note")
 
     async def _save_note(self, agent: str, conv_id: str, key: str, note: Note) -> None:
-        row = (agent, conv_id, key, note.kind, note.text, note.at.isoformat(), note.after_item)
+        # A note with words keeps their catalogue key as its kind (read back as that kind's
+        # note), so it reads in each phone's language; a stored text is the agent's title.
+        kind = note.words or note.kind
+        row = (agent, conv_id, key, kind, note.text, note.at.isoformat(), note.after_item)
         await self.store.run(
             lambda conn: conn.execute(
                 "INSERT OR IGNORE INTO notes(agent, conversation, key, kind, text, at, after_item)"
@@ -518,6 +547,12 @@ class Gateway:
         ) as cur:
             rows = await cur.fetchall()
         return [
-            Note(kind=str(k), text=str(t), at=datetime.fromisoformat(str(a)), after_item=i)
+            Note(
+                kind=NOTE_WORDS.get(str(k), str(k)),
+                text=str(t),
+                at=datetime.fromisoformat(str(a)),
+                after_item=i,
+                words=str(k) if str(k) in NOTE_WORDS else None,
+            )
             for k, t, a, i in rows
         ]

@@ -49,6 +49,7 @@ from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit,
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
 from collie_gateway.openapi import Param, Route, flag_param, openapi_document
+from collie_gateway.phone_language import stream_language, words
 from collie_gateway.phonebus import PhoneEvent, Subscription
 from collie_gateway.pushing import DeviceError, DeviceIn, PresenceIn
 from collie_gateway.strings import Catalogue
@@ -119,13 +120,15 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def strings(request: web.Request) -> web.Response:
     """The catalogue with ``--strings`` applied: every word a client draws."""
-    return encoded(Strings(strings=request.app[SETTINGS].catalogue.texts()))
+    return encoded(Strings(strings=words(request).texts()))
 
 
 async def dashboard(request: web.Request) -> web.Response:
     """D1–D10: the dashboard's sections."""
     pending_only = flag(request, "pending_only")
-    return encoded(request.app[GATEWAY].dashboard(pending_only=pending_only))
+    return encoded(
+        request.app[GATEWAY].dashboard(pending_only=pending_only, catalogue=words(request))
+    )
 
 
 async def agent_home(request: web.Request) -> web.Response:
@@ -135,7 +138,7 @@ async def agent_home(request: web.Request) -> web.Response:
     mirror = gw.mirrors.get(name)
     if mirror is None:
         return json_error(404, "not_found", f"no durable agent named {name!r}")
-    cat = request.app[SETTINGS].catalogue
+    cat = words(request)
     warning = None
     if mirror.state is LinkState.VERSION_MISMATCH:
         warning = cat.fmt("version_mismatch", theirs=mirror.wire, ours=WIRE_VERSION)
@@ -172,7 +175,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
     screen = request.query.get("screen") or None
     stream_id = "s-" + secrets.token_hex(8)
-    sub, replay = gw.bus.subscribe(last)
+    sub, replay = gw.bus.subscribe(last, stream_language(request))
     resp = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -189,7 +192,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         if replay is None:
             await resp.write(PhoneEvent(gw.bus.last_id, "reset", b"{}").frame)
         elif replay:
-            await resp.write(b"".join(event.frame for event in replay))
+            await resp.write(b"".join(event.frame_in(sub.lang) for event in replay))
         pinger = _Pinger(sub)
         while True:
             if sub.overflowed:
@@ -363,7 +366,8 @@ async def conversation_list(request: web.Request) -> web.Response:
     """L1–L8: a visit reads the closed rows from the agent; ``poll=true`` never does (L5)."""
     agent = agent_of(request)
     chats = request.app[GATEWAY].chats
-    view = chats.build(agent) if flag(request, "poll") else await chats.visit(agent)
+    cat = words(request)
+    view = chats.build(agent, cat) if flag(request, "poll") else await chats.visit(agent, cat)
     view.event_id = request.app[GATEWAY].bus.last_id  # subscribe after it: nothing twice
     return encoded(view)
 
@@ -375,7 +379,7 @@ async def closed_page(request: web.Request) -> web.Response:
     if not cursor:
         return json_error(400, "bad_request", "cursor is required")
     try:
-        return encoded(await request.app[GATEWAY].chats.closed_page(agent, cursor))
+        return encoded(await request.app[GATEWAY].chats.closed_page(agent, cursor, words(request)))
     except BadCursor:
         return json_error(
             400,
@@ -388,10 +392,13 @@ async def chat(request: web.Request) -> web.Response:
     """C1–C6 with header, bar and cards; ``all_cards=true`` shows every card (A8)."""
     agent = agent_of(request)
     gw = request.app[GATEWAY]
-    cat = request.app[SETTINGS].catalogue
+    cat = words(request)
     try:
         view = await gw.chats.open_chat(
-            agent, request.match_info["conversation"], show_all=flag(request, "all_cards")
+            agent,
+            request.match_info["conversation"],
+            show_all=flag(request, "all_cards"),
+            catalogue=cat,
         )
     except AgentRejected as exc:
         if exc.status == 404:
@@ -454,7 +461,7 @@ async def _run_command(
 ) -> web.Response:
     """Send a command; ``not_found`` is the message for that outcome (else the agent's word)."""
     gw = request.app[GATEWAY]
-    cat = request.app[SETTINGS].catalogue
+    cat = words(request)
     if not declared(request, agent, feature):
         return unsupported(cat)
     try:
@@ -477,7 +484,7 @@ async def send_message(request: web.Request) -> web.Response:
     """C4: the person's line, through sending, sent, not confirmed or not sent."""
     agent = agent_of(request)
     gw = request.app[GATEWAY]
-    cat = request.app[SETTINGS].catalogue
+    cat = words(request)
     body = await body_of(request, PhoneMessage)
     conv_id = request.match_info["conversation"]
     if body.steer and not declared(request, agent, "steer"):
@@ -561,7 +568,7 @@ async def new_page(request: web.Request) -> web.Response:
     """N1–N3: the New page with the agent's starters, read from the agent."""
     agent = agent_of(request)
     gw = request.app[GATEWAY]
-    cat = request.app[SETTINGS].catalogue
+    cat = words(request)
     mirror = gw.mirrors[agent]
     starters: list[Starter] = []
     error = None
@@ -594,9 +601,7 @@ async def start_conversation(request: web.Request) -> web.Response:
     agent = agent_of(request)
     body = await body_of(request, PhoneStart)
     wire_body = StartConversation(request_id=body.request_id, starter=body.starter)
-    missing = request.app[SETTINGS].catalogue.fmt(
-        "no_starter", starter=clean(body.starter, LABEL_LIMIT).text
-    )
+    missing = words(request).fmt("no_starter", starter=clean(body.starter, LABEL_LIMIT).text)
     return await _run_command(
         request, agent, "/conversations", wire_body, "starters", not_found=missing
     )
@@ -615,7 +620,12 @@ async def answer_ask(request: web.Request) -> web.Response:
         return encoded(_answer_view(request, body.request_id, TapOutcome.REFUSED, refused, None))
     try:
         result = await gw.answer(
-            agent, request.match_info["ask"], body.request_id, body.version, body.answer
+            agent,
+            request.match_info["ask"],
+            body.request_id,
+            body.version,
+            body.answer,
+            catalogue=words(request),
         )
     except AnswerMisfit as exc:
         return json_error(400, "bad_request", str(exc))  # nothing sent, nothing recorded
@@ -643,7 +653,7 @@ def _answer_view(
 ) -> AnswerView:
     retry = record is not None and record.attempts > 1
     state = CardState(outcome=outcome, request_id=request_id, retry=retry, reason=reason)
-    line = outcome_line(state, request.app[SETTINGS].catalogue)
+    line = outcome_line(state, words(request))
     return AnswerView(
         request_id=request_id,
         outcome=outcome,

@@ -103,11 +103,10 @@ class Catalogue:
         except (UnknownLocaleError, ValueError):
             raise ValueError(f"unknown language {lang!r}") from None
         self.lang: Final = lang
-        merged: dict[str, Text] = dict(_SHIPPED["en"])
-        for layer in (_SHIPPED.get(lang, {}), overrides or {}):
-            for key, text in layer.items():
-                _check(key, text)
-                merged[key] = text
+        merged: dict[str, Text] = {**_SHIPPED["en"], **_SHIPPED.get(lang, {})}
+        for key, text in (overrides or {}).items():
+            _check(key, text)
+            merged[key] = text
         self._texts = merged
 
     def __getitem__(self, key: str) -> str:
@@ -169,6 +168,13 @@ class Catalogues:
         return self.get(
             choose_language(accept_language, query_lang, self.languages, self.default.lang)
         )
+
+    @classmethod
+    def around(cls, default: Catalogue) -> Catalogues:
+        """The shipped languages, with ``default`` (a catalogue built by hand, overrides and
+        all) as the default and its language's catalogue."""
+        by_lang = {tag: Catalogue(lang=tag) for tag in LANGUAGES if tag != default.lang}
+        return cls({default.lang: default, **by_lang}, default.lang)
 
     @classmethod
     def load(
@@ -235,3 +241,16 @@ def _form(text: Text, category: str) -> str:
 
 def _fields(text: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def _check_shipped() -> None:
+    """Refuse, at import, a shipped file with a key or a placeholder English lacks."""
+    for tag, texts in _SHIPPED.items():
+        for key, text in texts.items():
+            try:
+                _check(key, text)
+            except (KeyError, ValueError) as exc:
+                raise ValueError(f"{tag}.json: {exc.args[0]}") from None
+
+
+_check_shipped()

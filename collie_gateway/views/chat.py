@@ -7,6 +7,7 @@ import functools
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Final
 
 from msgspec import Struct
 
@@ -50,12 +51,32 @@ class MyLine:
 
 @dataclass(frozen=True, slots=True)
 class Note:
-    """A line the gateway adds: a receipt (R3) or the "stopped" note (C3)."""
+    """A line the gateway adds: a receipt (R3) or the "stopped" note (C3).
+
+    ``words``, when set, is the catalogue key of the gateway's words, drawn in the phone's
+    language before ``text`` (then only the ask's title, or empty); a note without it (stored
+    by an older gateway) reads ``text`` as it is.
+    """
 
     kind: str  # "receipt" | "stopped"
     text: str
     at: datetime
     after_item: str | None  # the item it follows (None: before every item)
+    words: str | None = None
+
+    def shown(self, catalogue: Catalogue) -> str:
+        """The note's text in ``catalogue``'s language."""
+        if self.words is None:
+            return self.text
+        return f"{catalogue[self.words]} {self.text}".strip()
+
+
+#: The catalogue keys a note's words may be, and the kind of note each makes.
+NOTE_WORDS: Final = {
+    "receipt_expired": "receipt",
+    "receipt_decided": "receipt",
+    "chat_stopped": "stopped",
+}
 
 
 class ChatLine(Struct, kw_only=True, omit_defaults=True):
@@ -300,17 +321,17 @@ def build_chat(
     mine_after: dict[str | None, list[MyLine]] = {}
     for m in visible:
         mine_after.setdefault(m.after_item if m.after_item in known else None, []).append(m)
-    lines.extend(_note_lines(by_item.pop(None, [])))
+    lines.extend(_note_lines(by_item.pop(None, []), cat))
     first_mine = mine_after.pop(None, [])
     if not items:
         lines.extend(my_line(m, cat) for m in first_mine)
     for item in items:
         shown = texts.get(item.id) if texts is not None else None
         lines.append(item_line(item, cat, shown, ctx.redact_items))
-        lines.extend(_note_lines(by_item.pop(item.id, [])))
+        lines.extend(_note_lines(by_item.pop(item.id, []), cat))
         lines.extend(my_line(m, cat) for m in mine_after.pop(item.id, []))
     for rest in by_item.values():
-        lines.extend(_note_lines(rest))
+        lines.extend(_note_lines(rest, cat))
     if items:
         lines.extend(my_line(m, cat) for m in first_mine)
     composer = Composer()
@@ -353,14 +374,14 @@ def build_chat(
     )
 
 
-def _note_lines(notes: list[Note]) -> list[ChatLine]:
+def _note_lines(notes: list[Note], catalogue: Catalogue) -> list[ChatLine]:
     """The lines of the notes after one item. An id names the item, the note's place after
     it and its time, so it is unique in the chat and stays the same as notes are added."""
     return [
         ChatLine(
             kind=n.kind,
             id=f"{n.kind}:{n.after_item or ''}:{index}:{n.at.isoformat()}",
-            text=n.text,
+            text=n.shown(catalogue),
             at=n.at,
         )
         for index, n in enumerate(notes)
