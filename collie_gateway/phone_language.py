@@ -11,7 +11,7 @@ from typing import Final
 
 from aiohttp import web
 
-from collie_gateway.strings import Catalogue, Catalogues
+from collie_gateway.strings import Catalogue, Catalogues, choose_language
 
 LANGUAGES: Final = web.AppKey("languages", Catalogues)
 _CHOSEN: Final = web.RequestKey("catalogue", Catalogue)
@@ -20,7 +20,7 @@ _CHOSEN: Final = web.RequestKey("catalogue", Catalogue)
 def words(request: web.Request) -> Catalogue:
     """The catalogue of the language ``request`` asks for (chosen once per request)."""
     chosen = request.get(_CHOSEN)
-    if chosen is not None:
+    if isinstance(chosen, Catalogue):
         return chosen
     chosen = request.app[LANGUAGES].choose(
         request.headers.get("Accept-Language"), request.query.get("lang")
@@ -34,6 +34,15 @@ def stream_language(request: web.Request) -> str | None:
     published in it)."""
     chosen = words(request)
     return None if chosen is request.app[LANGUAGES].default else chosen.lang
+
+
+def named_language(request: web.Request) -> str | None:
+    """The language the request's ``Accept-Language`` names among those the gateway speaks
+    (even the default), else None."""
+    header = request.headers.get("Accept-Language")
+    if not header:
+        return None
+    return choose_language(header, None, request.app[LANGUAGES].languages, "") or None
 
 
 async def language_headers(request: web.Request, response: web.StreamResponse) -> None:

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import binascii
 import logging
+import re
 import secrets
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from collie_gateway.strings import canonical
 from collie_gateway.views.text import TITLE_LIMIT, clean
 from push import (
     AskNotification,
@@ -80,12 +82,15 @@ class DeviceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         token: The provider's push token for this phone.
         environment: `production` or `sandbox` (APNs only).
         key: Optional: 32 bytes, base64, to encrypt push content for this device (private content).
+        lang: Optional: the language tag its pushes are worded in (e.g. `it`, `pt-BR`); without
+            it, the language the request's `Accept-Language` names, else the gateway's default.
     """
 
     provider: Provider
     token: str
     environment: Environment | None = None  # None: the gateway's COLLIE_APNS_ENVIRONMENT
     key: str | None = None  # base64 of the phone's own 32-byte key: private content
+    lang: str | None = None  # the language of its pushes
 
 
 class PresenceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -113,9 +118,10 @@ class Presence:
 
 
 _DEVICES = (
-    "SELECT id, provider, token, environment, key, registered_at FROM devices"
+    "SELECT id, provider, token, environment, key, registered_at, lang FROM devices"
     " ORDER BY registered_at"
 )
+_LANGUAGE_TAG = re.compile(r"[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{1,8}){0,4}", re.ASCII)
 
 
 def _device(row: Sequence[Any]) -> Device:
@@ -126,6 +132,7 @@ def _device(row: Sequence[Any]) -> Device:
         environment=Environment(str(row[3])),
         key=bytes(row[4]) if row[4] is not None else None,
         registered_at=float(row[5]),
+        lang=str(row[6]) if row[6] is not None else None,
     )
 
 
@@ -191,8 +198,12 @@ class Pushing:
     async def open(cls, gateway: Gateway, factory: TargetsFactory | None) -> Pushing:
         """The service, with the limiter's stored state (P1 survives a restart)."""
         settings = gateway.settings
+        languages = settings.languages
         content = Content(
-            strings=settings.catalogue, redact=gateway.redact, default_ttl=settings.push_ttl
+            strings=settings.catalogue,
+            redact=gateway.redact,
+            default_ttl=settings.push_ttl,
+            languages={tag: languages.get(tag) for tag in languages.languages},
         )
         targets = factory(content) if factory is not None else PushTargets()
         service = cls(gateway, targets)
@@ -227,12 +238,15 @@ class Pushing:
 
     # --- devices -------------------------------------------------------------------------
 
-    async def register(self, body: DeviceIn) -> str:
-        """Register or refresh a token; the device id (the same for the same token).
+    async def register(self, body: DeviceIn, asked: str | None = None) -> str:
+        """Register or refresh a token; the device id (the same for the same token). Its
+        pushes are worded in ``body.lang``, else ``asked`` (the language its request named),
+        else the default language.
 
         Raises:
-            DeviceError: a malformed token or key.
+            DeviceError: a malformed token, key or language tag.
         """
+        lang = self._language(body.lang) if body.lang is not None else asked
         token = body.token.strip()
         if not token or len(token) > 4096:
             raise DeviceError("the token is empty or too long")
@@ -256,13 +270,24 @@ class Pushing:
                 row = await cur.fetchone()
             device_id = str(row[0]) if row else "d-" + secrets.token_hex(8)
             await db.execute(
-                "INSERT INTO devices(id, provider, token, environment, key, registered_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
+                "INSERT INTO devices(id, provider, token, environment, key, registered_at, lang)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
                 " environment=excluded.environment, key=excluded.key,"
-                " registered_at=excluded.registered_at",
-                (device_id, body.provider.value, token, environment.value, key, now),
+                " registered_at=excluded.registered_at, lang=excluded.lang",
+                (device_id, body.provider.value, token, environment.value, key, now, lang),
             )
         return device_id
+
+    def _language(self, tag: str) -> str:
+        """A registered language tag as the gateway spells it (``it-IT``: ``it``); a tag of a
+        language it does not speak is kept as given (its pushes read the default language).
+
+        Raises:
+            DeviceError: not a language tag.
+        """
+        if len(tag) > 35 or _LANGUAGE_TAG.fullmatch(tag) is None:
+            raise DeviceError("lang must be a language tag such as it or pt-BR")
+        return canonical(tag, self.gw.settings.languages.languages) or tag
 
     async def remove(self, device_id: str) -> bool:
         """Forget a device; whether it was registered."""
@@ -407,7 +432,7 @@ class Pushing:
         if not owed and member is None:
             # Webhooks (S6) go once, with the first decision; a member sends its own.
             for hook in self.targets.webhooks:
-                self._spawn_hook(hook, key, agent, ask)
+                self._spawn_hook(hook, key, agent, ask, pane)
         if self.showing(shown_as, ask.conversation):
             why = "a phone is showing this chat"
             await self._log(agent, ask, None, "suppressed", why, also=_settle(key, now, why))
@@ -576,12 +601,16 @@ class Pushing:
             delivery.provider_id,
         )
 
-    def _spawn_hook(self, hook: WebhookTarget, key: str, agent: str, ask: Ask) -> None:
-        task = asyncio.create_task(self._webhook(hook, key, agent, ask), name="webhook")
+    def _spawn_hook(
+        self, hook: WebhookTarget, key: str, agent: str, ask: Ask, pane: str | None
+    ) -> None:
+        task = asyncio.create_task(self._webhook(hook, key, agent, ask, pane), name="webhook")
         self._hooks.add(task)
         task.add_done_callback(self._hooks.discard)
 
-    async def _webhook(self, hook: WebhookTarget, key: str, agent: str, ask: Ask) -> None:
+    async def _webhook(
+        self, hook: WebhookTarget, key: str, agent: str, ask: Ask, pane: str | None
+    ) -> None:
         mask = self.gw.redact
         # Every text of the ask leaves the machine: option labels, form field labels and the
         # labels of a select's options too (X1, issue 9.10).
@@ -601,7 +630,13 @@ class Pushing:
                 for f in ask.fields
             ],
         )
-        body = msgspec.json.encode({"machine": self.machine, "agent": agent, "ask": shown})
+        # The keys stay English; ``text`` adds Collie's words in the default language (P2).
+        cat = self.gw.settings.catalogue
+        pane_name = clean(pane or agent, TITLE_LIMIT, redact=mask).text
+        text = {"headline": cat.fmt("push_permission", pane=pane_name)}
+        body = msgspec.json.encode(
+            {"machine": self.machine, "agent": agent, "ask": shown, "lang": cat.lang, "text": text}
+        )
         try:
             # The same id on every try, derived from the ask: a receiver drops duplicates.
             result = await hook.post(body, webhook_id=webhook_id(key))

@@ -49,7 +49,7 @@ from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit,
 from collie_gateway.links import expect
 from collie_gateway.mirror import LinkState
 from collie_gateway.openapi import Param, Route, flag_param, openapi_document
-from collie_gateway.phone_language import stream_language, words
+from collie_gateway.phone_language import named_language, stream_language, words
 from collie_gateway.phonebus import PhoneEvent, Subscription
 from collie_gateway.pushing import DeviceError, DeviceIn, PresenceIn
 from collie_gateway.strings import Catalogue
@@ -669,7 +669,7 @@ async def register_device(request: web.Request) -> web.Response:
     """Register or refresh a phone's push token (APNs or FCM); the same token, the same id."""
     body = await body_of(request, DeviceIn)
     try:
-        device_id = await request.app[GATEWAY].pushing.register(body)
+        device_id = await request.app[GATEWAY].pushing.register(body, named_language(request))
     except DeviceError as exc:
         return json_error(400, "bad_request", str(exc))
     return encoded(DeviceRegistered(device_id=device_id))
@@ -694,6 +694,7 @@ async def list_devices(request: web.Request) -> web.Response:
                     environment=d.environment.value,
                     private=d.key is not None,
                     registered_at=datetime.fromtimestamp(d.registered_at, UTC),
+                    lang=d.lang,
                 )
                 for d in devices
             ]
