@@ -7,14 +7,15 @@ import functools
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final
 
 from msgspec import Struct
 
-from collie_gateway.markdown import real_host, render, safe_link
+from collie_gateway.core.answers import CardState
+from collie_gateway.core.markdown import real_host, render, safe_link
+from collie_gateway.core.notes import Note
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.bar import Bar, Header, Menu, build_bar, build_header, build_menu
-from collie_gateway.views.cards import CardList, CardState, build_cards
+from collie_gateway.views.cards import CardList, build_cards
 from collie_gateway.views.clock import as_utc
 from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, ShownText, clean
 from wire.messages import Conversation, Item, Time
@@ -47,36 +48,6 @@ class MyLine:
     state: LineState
     steer: bool = False
     after_item: str | None = None  # the newest item when it was sent: where it is drawn
-
-
-@dataclass(frozen=True, slots=True)
-class Note:
-    """A line the gateway adds: a receipt (R3) or the "stopped" note (C3).
-
-    ``words``, when set, is the catalogue key of the gateway's words, drawn in the phone's
-    language before ``text`` (then only the ask's title, or empty); a note without it (stored
-    by an older gateway) reads ``text`` as it is.
-    """
-
-    kind: str  # "receipt" | "stopped"
-    text: str
-    at: datetime
-    after_item: str | None  # the item it follows (None: before every item)
-    words: str | None = None
-
-    def shown(self, catalogue: Catalogue) -> str:
-        """The note's text in ``catalogue``'s language."""
-        if self.words is None:
-            return self.text
-        return f"{catalogue[self.words]} {self.text}".strip()
-
-
-#: The catalogue keys a note's words may be, and the kind of note each makes.
-NOTE_WORDS: Final = {
-    "receipt_expired": "receipt",
-    "receipt_decided": "receipt",
-    "chat_stopped": "stopped",
-}
 
 
 class ChatLine(Struct, kw_only=True, omit_defaults=True):

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.gateway import Gateway
-from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source
 from tests.collie_gateway.conftest import Rig, eventually
 from tests.collie_gateway.test_phone_stream import Phone
@@ -113,7 +113,7 @@ async def _desk(rig: Rig) -> tuple[TestClient[Any, Any], Gateway, Any]:
         id="p", kind="permission", title="Run ls?", tool=TOOL, options=PERMISSION,
         deadline=deadline,
     )  # fmt: skip
-    await eventually(lambda: gw.find_ask("desk", "p") is not None)
+    await eventually(lambda: gw.agents.find_ask("desk", "p") is not None)
     return client, gw, conv
 
 

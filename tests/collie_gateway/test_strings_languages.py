@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from babel.units import format_unit
 
+from collie_gateway.core.answers import CardState, TapOutcome
 from collie_gateway.strings import (
     DEFAULTS,
     LANGUAGES,
@@ -23,7 +24,7 @@ from collie_gateway.strings import (
     language_file,
 )
 from collie_gateway.strings.language import ranges
-from collie_gateway.views.cards import CardState, TapOutcome, outcome_line
+from collie_gateway.views.cards import outcome_line
 from collie_gateway.views.clock import expires_label, relative_time
 from wire.answers import SENTENCES
 

@@ -29,7 +29,7 @@ __all__ = ["browser", "closing"]  # fixtures used by the tests below
 
 
 async def open_in(browser: Browser, url: str, locale: str) -> Page:
-    context = await browser.new_context(viewport=PHONE, color_scheme="light", locale=locale)
+    context = await browser.new_context(viewport=PHONE, color_scheme="light", locale=locale)  # type: ignore[arg-type]
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -45,7 +45,7 @@ async def test_web_the_companion_in_italian(rig: Rig, browser: Browser, closing:
         id="p", kind="permission", title="Run ls?", tool=TOOL, options=PERMISSION,
         deadline=deadline,
     )  # fmt: skip
-    await eventually(lambda: s.gw.find_ask("desk", "p") is not None)
+    await eventually(lambda: s.gw.agents.find_ask("desk", "p") is not None)
     page = await open_in(browser, s.live.url, "it-IT")
     assert await page.evaluate("document.documentElement.lang") == "it"
     await expect(page.get_by_role("heading", name="Agenti durevoli")).to_be_visible()

@@ -3,10 +3,10 @@
 Event ids are ``<boot>-<seq>``: a phone that reconnects after the gateway restarted (another
 boot) or that fell out of the ring gets a ``reset`` and reads its screens again.
 
-Streams are written at most once a frame, on one clock for every phone (issue 16): an event
-is encoded once, queued on each stream, and the streams are woken together — at once after a
-quiet frame, else at the frame's end — so a streamed reply costs one timer a frame, not one
-per phone.
+Streams are written at most once a frame, on one clock for every phone (bench/chat_bench.py):
+an event is encoded once, queued on each stream, and the streams are woken together — at once
+after a quiet frame, else at the frame's end — so a streamed reply costs one timer a frame,
+not one per phone.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import secrets
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import msgspec
 
@@ -25,6 +26,16 @@ _encoder = msgspec.json.Encoder()
 
 #: An event's payload in the language a tag names (for events that carry the phone's words).
 Localize = Callable[[str], object]
+
+
+class Publish(Protocol):
+    """Tells the phones one event (``PhoneBus.publish``): its type, its JSON payload in the
+    default language and, for an event that carries the phone's words, how to word it in
+    another language."""
+
+    def __call__(
+        self, type_: str, payload: object, localize: Localize | None = None, /
+    ) -> object: ...
 
 
 @dataclass(frozen=True, slots=True)
