@@ -1,4 +1,4 @@
-"""Issue 26: the dashboard with three languages in use beside one, in the same run.
+"""D1–D10 in each language: the dashboard with three languages in use beside one, one run.
 
 Run: ``python bench/language_bench.py [--requests N]``.
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from pathlib import Path
 
 import aiohttp
 from _common import (
@@ -31,23 +30,10 @@ from _common import (
     verdict,
     write_sources,
 )
+from gateway_bench import AGENTS, agents_spec
 
-AGENTS = 200
 NOISE = 1.2  # ours: the shared 2-core machine's spread between two phases of one run
 LANGUAGES = {"en": "Durable agents", "it": "Agenti durevoli", "pt-BR": "Agentes duráveis"}
-
-
-def agents_spec(tmp: Path) -> list[Json]:
-    return [
-        {
-            "name": f"a{n:03d}",
-            "socket": str(tmp / f"a{n:03d}.sock"),
-            "state": str(tmp / f"a{n:03d}.db"),
-            "open": 5,
-            "features": ["history"],
-        }
-        for n in range(AGENTS)
-    ]
 
 
 async def timed(
@@ -78,7 +64,7 @@ async def timed(
 
 async def run(args: argparse.Namespace) -> Json:
     with short_dir() as tmp:
-        agents, where = await start_agents(tmp, agents_spec(tmp))
+        agents, where = await start_agents(tmp, agents_spec(tmp, 5))
         try:
             sources = write_sources(tmp, where)
             gateway, ready = await start_gateway(sources, tmp / "gateway.db")

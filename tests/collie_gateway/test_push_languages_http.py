@@ -3,14 +3,11 @@ agents, the gateway's real HTTP API, the real APNs and FCM clients against the f
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from collie_gateway.strings import Catalogues
 from tests.collie_gateway.conftest import Rig, get_json, post_json
-from tests.collie_gateway.push_fixtures import Services, receiver, services
+from tests.collie_gateway.push_fixtures import Services, receiver
 from tests.collie_gateway.test_push_http import (
     APNS_TOKEN,
     FCM_TOKEN,
@@ -19,15 +16,12 @@ from tests.collie_gateway.test_push_http import (
     raise_ask,
     register,
     start,
+    svc,
 )
 
+__all__ = ["svc"]  # the fixture the tests below use
+
 ENGLISH_TOKEN = "b2" * 32
-
-
-@pytest.fixture
-async def svc(rig: Rig) -> AsyncIterator[Services]:
-    async with services(rig.tmp, lambda: rig.clock().timestamp()) as s:
-        yield s
 
 
 async def test_P2_one_ask_pushed_to_an_italian_and_an_english_device(
