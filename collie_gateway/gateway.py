@@ -123,8 +123,7 @@ class Gateway:
         """The sinks, in the order each hears what a link read (services/router.py)."""
         spawn, publish = self.tasks.spawn, self.bus.publish
         mirror, rows = MirrorSink(self.mirrors_repo), RowSink(self.rows, publish)
-        cat = self.settings.catalogue
-        receipts = ReceiptSink(self.chats, self.ledger.tapped, cat, self.redact, spawn)
+        receipts = ReceiptSink(self.chats, self.ledger.tapped, self.redact, spawn)
         asks = AskSink(self.pushing, publish, spawn)
         answers = AnswerSink(self.answers, self.ledger, spawn)
         chats = ChatSink(self.chats)

@@ -31,7 +31,6 @@ from collie_gateway.services.pushing import Pushing
 from collie_gateway.services.rows import Rows
 from collie_gateway.services.tasks import Spawn
 from collie_gateway.store.mirrors import MirrorsRepo
-from collie_gateway.strings import Catalogue
 from wire.messages import (
     AgentEvent,
     Ask,
@@ -160,13 +159,11 @@ class ReceiptSink:
         self,
         chats: Chats,
         tapped: Callable[[str, str], Awaitable[bool]],
-        catalogue: Catalogue,
         redact: Callable[[str], str],
         spawn: Spawn,
     ) -> None:
         self.chats = chats
         self.tapped = tapped
-        self.catalogue = catalogue
         self.redact = redact
         self.spawn = spawn
 
