@@ -14,6 +14,7 @@ import pytest
 from babel.units import format_unit
 
 from collie_gateway.core.answers import CardState, TapOutcome
+from collie_gateway.core.notes import NOTE_WORDS, Note
 from collie_gateway.strings import (
     DEFAULTS,
     LANGUAGES,
@@ -372,3 +373,22 @@ def test_strings_bad_file_is_named(tmp_path: Path, content: str, fault: str) -> 
         Catalogues.from_file(path)
     assert str(caught.value).startswith(f"--strings {path}: ")
     assert fault in str(caught.value)
+
+
+def test_R3_C3_a_note_reads_in_each_language_and_an_older_one_as_stored() -> None:
+    at = datetime(2026, 12, 4, 18, 0, tzinfo=UTC)
+    receipt = Note(
+        kind="receipt", text="Name the note", at=at, after_item=None, words="receipt_expired"
+    )
+    stopped = Note(kind="stopped", text="", at=at, after_item=None, words="chat_stopped")
+    older = Note(kind="receipt", text="Timed out before an answer: Old", at=at, after_item=None)
+    it, pt = Catalogue(lang="it"), Catalogue(lang="pt-BR")
+    assert receipt.shown(it) == "Tempo scaduto prima di una risposta: Name the note"
+    assert receipt.shown(Catalogue()) == "Timed out before an answer: Name the note"
+    assert stopped.shown(pt) == "interrompido"
+    assert older.shown(it) == "Timed out before an answer: Old"  # stored by an older gateway
+    assert NOTE_WORDS == {
+        "receipt_expired": "receipt",
+        "receipt_decided": "receipt",
+        "chat_stopped": "stopped",
+    }
