@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from collie_gateway.views.text import TITLE_LIMIT, clean
-from fixtures.redaction.corpus import Secret, held_out, in_sample
+from fixtures.redaction.corpus import HELD_OUT, Secret, held_out, in_sample
 from tests.collie_gateway.chat_phone import PhoneChat, shown
 from tests.collie_gateway.conftest import Rig, eventually, get_json
 from tests.collie_gateway.test_chat_http import CHAT, chat, seen_by_gateway, start
@@ -36,7 +36,7 @@ FAMILIES = (
     "Docker Hub",
 )
 SECRETS = [c for c in in_sample()[0] if c["description"].startswith(FAMILIES)]
-ORDINARY = [c["input"] for name in ("heldout.json", "heldout-2.json") for c in held_out(name)[1]]
+ORDINARY = [c["input"] for name in HELD_OUT for c in held_out(name)[1]]
 
 
 def _leaks(case: Secret, text: str) -> bool:
