@@ -41,13 +41,12 @@ _PLACEHOLDER = re.compile(r"x{3}|\*{3}|\.{3}|\$\{|\{\{|%\(|<|your[-_]|example|re
 _FILLER = re.compile(r"[xX]{4}|\.{3}|…")
 # A shell, CI or Windows variable stands for a secret and is none (Bearer $OPENAI_API_KEY).
 _VARIABLE = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*|\$\{[^}\s]*\}|%[A-Za-z_][A-Za-z0-9_]*%")
-# Passwords of documentation and local defaults (postgres://user:password@localhost/db); a
-# password equal to its user name (guest:guest, postgres:postgres) is one too.
-_PLACEHOLDER_PASSWORDS: Final = frozenset(
-    {
-        *("password", "passwd", "pass", "pwd", "pw", "secret", "changeme", "changeit"),
-        *("example", "test", "dummy", "mypassword", "yourpassword", "mysecret", "x-oauth-basic"),
-    }
+# Passwords of documentation and local defaults (postgres://user:password@localhost/db,
+# Docker Hub's mysecretpassword, GitHub's x-oauth-basic); a password equal to its user name
+# (guest:guest, postgres:postgres) is one too.
+_PLACEHOLDER_PASSWORD = re.compile(
+    r"(?i)(?:my|your)?(?:secret)?(?:password|passwd|pass|pwd|pw|secret|changeme|changeit"
+    r"|example|test|dummy)[0-9]{0,4}|x-oauth-basic"
 )
 # A path or an address given as a value is not itself the secret (a URL password has its rule).
 _NOT_SECRET = re.compile(
@@ -156,7 +155,7 @@ def _given_password(s: str) -> bool:
         and not s.startswith("$")
         and not _VARIABLE.fullmatch(s)
         and not _PLACEHOLDER.search(s)
-        and s.lower() not in _PLACEHOLDER_PASSWORDS
+        and not _PLACEHOLDER_PASSWORD.fullmatch(s)
     )
 
 
@@ -164,7 +163,7 @@ def _url_password(user: str, password: str) -> bool:
     """Whether ``password`` in ``scheme://user:password@host`` is a secret, not a placeholder."""
     return (
         not _PLACEHOLDER.search(password)
-        and password.lower() not in _PLACEHOLDER_PASSWORDS
+        and not _PLACEHOLDER_PASSWORD.fullmatch(password)
         and password != user
     )
 
@@ -181,7 +180,7 @@ def _url_token_user(m: re.Match[str]) -> bool:
 # An AWS secret access key given after a key word: 40 base64 characters, or their mask (masking
 # repeats to a fixed point, and the id must stay shown on the second round too).
 _AWS_SECRET_AFTER = re.compile(
-    r"(?i)(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?\s*(?::=|=>|[:=])\s*[\"']?"
+    r"(?i)(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?(?:\s*(?::=|=>|[:=])\s*|(?<=key)[ \t]+)[\"']?"
     rf"(?:[A-Za-z0-9/+=]{{40}}(?![A-Za-z0-9/+=])|{MASK})"
 )
 
@@ -194,6 +193,13 @@ def _aws_id_alone(m: re.Match[str]) -> bool:
     if stop >= 0:
         stop = text.find("\n", stop + 1)
     return _AWS_SECRET_AFTER.search(text, m.end(), len(text) if stop < 0 else stop) is None
+
+
+def _fly_token(m: re.Match[str]) -> bool:
+    """A Fly.io macaroon: random, and long unless after its "FlyV1" scheme."""
+    body = m.group(0)[len(m.group("k")) :]
+    after_scheme = m.string.endswith("FlyV1 ", 0, m.start())
+    return (len(body) >= 40 or after_scheme) and _random_looking(body)
 
 
 def _twilio_token(m: re.Match[str]) -> bool:
@@ -482,15 +488,14 @@ _RULES: Final[tuple[_Rule, ...]] = (
     # Families found shown in full by an independent set (X1): each names the gitleaks rule
     # id or the trufflehog detector whose shape it follows.
     _Rule(
-        # gitleaks okta-access-token, trufflehog okta: "00" and 40 more, after the "SSWS"
-        # scheme or on a line naming Okta. The scheme stays.
+        # gitleaks okta-access-token, trufflehog okta: "00" and 40 more on a line naming Okta
+        # (after the "SSWS" scheme, any token: the bearer rule).
         "okta-api-token",
         re.compile(
-            r"(?:(?i:(?<![A-Za-z0-9])ssws)\s+|(?i:okta)[^\n]{0,80}?(?<![A-Za-z0-9_-]))"
-            r"(?P<s>00[A-Za-z0-9_-]{40})(?![A-Za-z0-9_-])"
+            r"(?i:okta)[^\n]{0,80}?(?<![A-Za-z0-9_-])(?P<s>00[A-Za-z0-9_-]{40})(?![A-Za-z0-9_-])"
         ),
         lambda m: _random_looking(m.group("s")),
-        needles=("ssws", "okta"),
+        needles=("okta",),
     ),
     _Rule(
         # gitleaks cloudflare-global-api-key, trufflehog cloudflareglobalapikey: 37 hex (no
@@ -508,9 +513,9 @@ _RULES: Final[tuple[_Rule, ...]] = (
         # gitleaks flyio-access-token: macaroons, one or several joined by commas after "FlyV1".
         "flyio-access-token",
         r"fm2_|fm1[ar]_",
-        r"[A-Za-z0-9+/]{40,}={0,3}(?:,fm(?:2|1[ar])_[A-Za-z0-9+/]{40,}={0,3})*",
+        r"[A-Za-z0-9+/]{20,}={0,3}(?:,fm(?:2|1[ar])_[A-Za-z0-9+/]{40,}={0,3})*",
         ("fm2_", "fm1"),
-        lambda m: _entropy(m.group(0)) >= 4.0,
+        _fly_token,
     ),
     _prefixed(
         # trufflehog render: rnd_ and 32 (here 24–40) letters and digits, anywhere (a
@@ -519,13 +524,16 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"rnd_",
         r"[A-Za-z0-9]{24,40}(?![A-Za-z0-9])",
         ("rnd_",),
-        lambda m: _mixed(m.group(0)),
+        lambda m: _random_looking(m.group(0)[4:]),
     ),
     _Rule(
         # trufflehog twilio: an account SID (AC and 32 hex), then the auth token as the next
         # argument, Client("AC…", "…"). The SID stays (it tells which account).
         "twilio-auth-token",
-        re.compile(r"AC[0-9a-f]{32}[\"']?[ \t]*,[ \t]*[\"']?(?P<s>[0-9a-f]{32})(?![A-Za-z0-9])"),
+        re.compile(
+            r"AC[0-9a-f]{32}[\"']?[ \t]*,[ \t]*(?:\r?\n[ \t]*)?[\"']?"
+            r"(?P<s>[0-9a-f]{32})(?![A-Za-z0-9])"
+        ),
         _twilio_token,
     ),
     _Rule(
@@ -592,22 +600,26 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "authorization-header",
         re.compile(
-            r"(?i)authorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest)\s+"
+            r"(?i)authorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest|ssws)\s+"
             rf"(?P<s>{_VALUE}{{8,}}){_VALUE_END}"
         ),
         lambda m: not _VARIABLE.fullmatch(m.group("s")) and not _PLACEHOLDER.search(m.group("s")),
         needles=("authorization",),
     ),
     _Rule(
+        # Bearer, and Okta's SSWS scheme (gitleaks okta-access-token, trufflehog okta): the
+        # scheme stays, the token after it is masked.
         "bearer",
-        re.compile(rf"(?i){_START}bearer\s+(?P<s>{_VALUE}{{12,}}){_VALUE_END}"),
+        re.compile(rf"(?i){_START}(?:bearer|ssws)\s+(?P<s>{_VALUE}{{12,}}){_VALUE_END}"),
         lambda m: _random_looking(m.group("s")),
-        needles=("bearer",),
+        needles=("bearer", "ssws"),
     ),
     _value_rule(
         "aws-secret-access-key",
-        r"(?i)aws[A-Za-z0-9_.-]{0,20}?(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?\s*(?::=|=>|[:=])"
-        r"\s*(?:\"(?P<s>[A-Za-z0-9/+=]{40})\"|'(?P<s_1>[A-Za-z0-9/+=]{40})'"
+        # "aws configure set aws_secret_access_key VALUE": a space may follow a name in "key".
+        r"(?i)aws[A-Za-z0-9_.-]{0,20}?(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?"
+        r"(?:\s*(?::=|=>|[:=])\s*|(?<=key)[ \t]+)"
+        r"(?:\"(?P<s>[A-Za-z0-9/+=]{40})\"|'(?P<s_1>[A-Za-z0-9/+=]{40})'"
         r"|(?P<s_2>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=]))",
         lambda v: _entropy(v) >= 3.0,
         ("aws",),
@@ -781,11 +793,12 @@ def redactor_from_env(environ: Mapping[str, str]) -> Redactor:
 # is where the value starts.
 _VALUE_NEEDLES: Final = re.compile(
     rf"(?i:(?:{_KEYWORDS})s?[\"']?\s*(?:(?::=|=>|=|:(?=[\s\"'`]))\s*|\Z))"
-    r"|(?i:authorization[\"']?\s*(?:[:=]\s*[\"']?(?:(?:basic|bearer|token|digest)(?:\s+|\Z))?|\Z))"
+    r"|(?i:authorization[\"']?\s*(?:[:=]\s*[\"']?(?:(?:basic|bearer|token|digest|ssws)(?:\s+|\Z))?"
+    r"|\Z))"
     r"|(?i:(?<![A-Za-z0-9])bearer(?:\s+|\Z))"
     r"|(?i:(?<![A-Za-z0-9])ssws(?:\s+|\Z))"
-    r"|(?i:aws[A-Za-z0-9_.-]{0,20}?(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?\s*"
-    r"(?:(?::=|=>|[:=])\s*|\Z))"
+    r"|(?i:aws[A-Za-z0-9_.-]{0,20}?(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?"
+    r"(?:\s*(?::=|=>|[:=])\s*|(?<=key)[ \t]+|\s*\Z))"
     r"|(?i:AccountKey\s*(?:=\s*|\Z))"
     rf"|(?i:(?<![^\s])--[a-z0-9-]{{0,40}}?(?:{_KEYWORDS})(?:\s+|\Z))"  # --password VALUE
     r"|(?i:(?<![^\s])-p(?:\s+|\Z))"  # login … -p VALUE
@@ -796,11 +809,11 @@ _LINE_WORDS: Final = (
     *("curl", "login", "datadog", "dd_", "dd-", "mailgun", "okta", "x-auth-key", "cloudflare"),
     *("cf_api", "cf-api", "cfapi", "mysql", "mariadb", "sshpass"),
 )
-# A Twilio account SID: its auth token may follow on its line (held like a line word).
+# A Twilio account SID: its auth token may follow on its line or the next.
 _TWILIO_SID: Final = re.compile(r"AC[0-9a-f]{32}")
-# An AWS access key id: whether it shows depends on its line and the next (``_aws_id_alone``),
-# so both are held until a third begins.
-_AWS_ID: Final = re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}")
+# An AWS access key id (whether it shows depends on its line and the next: ``_aws_id_alone``)
+# or a Twilio SID: both lines are held until a third begins.
+_TWO_LINES: Final = re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|AC[0-9a-f]{32}")
 # Every rule whose match may hold whitespace, each handled above (by a value needle, a line
 # word or the PEM states): a new one must be added here and there (a test checks the list).
 SPANNING_RULES: Final = frozenset(
@@ -995,13 +1008,13 @@ class LiveMask:
 
 
 def _open_line(window: str) -> bool:
-    """Whether the window's last line with text names a line-bounded rule's word or holds a
-    Twilio SID (while the lines after it are blank, its value may still come), or that line
-    or the one before holds an AWS access key id (its secret key may still come)."""
+    """Whether the window's last line with text names a line-bounded rule's word (while the
+    lines after it are blank, its value may still come), or that line or the one before
+    holds an AWS access key id or a Twilio SID (its secret may still come)."""
     end = len(window.rstrip())
     start = window.rfind("\n", 0, end) + 1
-    line = window[start:]
-    if any(word in line.lower() for word in _LINE_WORDS) or _TWILIO_SID.search(line):
+    line = window[start:].lower()
+    if any(word in line for word in _LINE_WORDS):
         return True
     before = window[window.rfind("\n", 0, max(start - 1, 0)) + 1 :]
-    return _AWS_ID.search(before) is not None
+    return _TWO_LINES.search(before) is not None
