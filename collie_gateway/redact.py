@@ -147,6 +147,10 @@ def _credential(s: str) -> bool:
     return not s.startswith("$") and _password_like(s)
 
 
+# A port mapping glued to docker's -p (-p3306:3306) on a line naming mysql is no password.
+_PORTS = re.compile(r"[0-9.]*:[0-9.:]+(?:/(?:tcp|udp))?")
+
+
 def _given_password(s: str) -> bool:
     """Whether the value of a command's password flag is one: any but a variable or a
     placeholder (after ``sshpass -p`` even a word is the password)."""
@@ -554,7 +558,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"(?i:(?<![A-Za-z0-9_-])(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump))"
             rf"(?![A-Za-z0-9_-])[^\n]{{0,160}}?(?<![^\s])-p{_quoted_or_bare('s')}"
         ),
-        lambda m: _given_password(_value(m)),
+        lambda m: _given_password(_value(m)) and not _PORTS.fullmatch(_value(m)),
         needles=("mysql", "mariadb"),
     ),
     _Rule(
