@@ -1,6 +1,6 @@
-"""Issue 9.10's second round of secret families (spec X1) on what the phone reads, through the
-HTTP API against an SDK agent: list rows, headers, ask cards, chat lines, tool output and the
-live stream; and the held-out ordinary strings shown as sent."""
+"""Issue 9.10's second round of secret families and issue 27's (spec X1) on what the phone
+reads, through the HTTP API against an SDK agent: list rows, headers, ask cards, chat lines,
+tool output and the live stream; and the held-out ordinary strings shown as sent."""
 
 from __future__ import annotations
 
@@ -118,3 +118,60 @@ async def test_X1_held_out_ordinary_strings_shown_as_sent(rig: Rig) -> None:
         assert rows[f"o{n}"]["line"] == sent
         assert header["title"] == sent
         assert header["line2"] == sent
+
+
+# Issue 27's families and shapes (in sample), through the phone's HTTP API.
+ISSUE_27 = (
+    *("Okta", "Cloudflare", "Supabase", "Fly.io", "Render", "Twilio", "Discord webhook"),
+    *("mysql", "mariadb", "sshpass", "AWS secret key", "database URL with a", "Slack"),
+)
+NEW = [c for c in in_sample()[0] if c["description"].startswith(ISSUE_27)]
+
+
+def _new(words: str) -> Secret:
+    return next(c for c in NEW if c["description"].startswith(words))
+
+
+async def test_X1_issue_27_families_masked_on_rows_and_headers(rig: Rig) -> None:
+    assert len(NEW) >= 35
+    client, gw, agent, _conv = await start(rig)
+    for n, case in enumerate(NEW):
+        await agent.open_conversation(f"n{n}", title=case["input"], subtitle=case["input"])
+    await eventually(lambda: len(gw.mirrors["desk"].conversations) == 1 + len(NEW))
+    rows = {
+        r["conversation_id"]: r for r in (await get_json(client, AGENT + "/conversations"))["rows"]
+    }
+    for n, case in enumerate(NEW):
+        header = (await get_json(client, AGENT + f"/conversations/n{n}"))["header"]
+        row = rows[f"n{n}"]
+        for text in (row["title"], row["line"], header["title"], header["line2"]):
+            assert not _leaks(case, text), (case["description"], text)
+
+
+async def test_X1_issue_27_only_the_secret_masked_in_chat_tool_output_and_live(rig: Rig) -> None:
+    """The AWS key id beside its secret, a Twilio SID and a Slack webhook's ids show; the
+    secrets never do, on the read or the live stream."""
+    client, gw, _agent, conv = await start(rig)
+    phone = PhoneChat(client, CHAT)
+    await phone.start()
+    aws = _new("AWS secret key on the line after its access key id")
+    twilio = _new("Twilio auth token positional beside the SID (PHP)")
+    sshpass = _new("sshpass -p with a bare password before scp")
+    slack = _new("Slack workflow webhook")
+    await conv.append(kind="reply", text=aws["input"])
+    await conv.append(kind="reply", text=f"{twilio['input']} and {slack['input']}")
+    await conv.append(
+        kind="tool", name="shell", status="done", call_id="t1", output=sshpass["input"]
+    )
+    await seen_by_gateway(gw, conv, "done")
+    view = await chat(client)
+    first, second, tool = view["lines"]
+    assert first["text"] == aws["expect"]  # "AWS_ACCESS_KEY_ID=AKIA…(whole)\n…KEY=••••"
+    assert aws["input"].split("\n")[0] in first["text"]
+    assert second["text"] == f"{twilio['expect']} and {slack['expect']}"
+    assert tool["output"] == sshpass["expect"]
+    everything = json.dumps(view, ensure_ascii=False)
+    for case in (aws, twilio, sshpass, slack):
+        assert not _leaks(case, everything), case["description"]
+    await eventually(lambda: phone.shown() == shown(view))  # the live path masks alike
+    await phone.stop()
