@@ -37,7 +37,7 @@ _WORD = r"(?:[A-Za-z][a-z]*|[A-Z]+|(?:[A-Z][a-z]+)+)"
 _WORDS = re.compile(rf"{_WORD}(?:[-_. ]+{_WORD})*")
 _PLACEHOLDER = re.compile(r"x{3}|\*{3}|\.{3}|\$\{|\{\{|%\(|<|your[-_]|example|redacted", re.I)
 # A token whose random part holds these is a documented placeholder (sk_test_xxxx…, ghp_…),
-# not a key: four x in a row come by chance about once in 15 million random characters.
+# not a key: four x or X in a row come by chance about once in a million random characters.
 _FILLER = re.compile(r"[xX]{4}|\.{3}|…")
 # A shell, CI or Windows variable stands for a secret and is none (Bearer $OPENAI_API_KEY).
 _VARIABLE = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*|\$\{[^}\s]*\}|%[A-Za-z_][A-Za-z0-9_]*%")
