@@ -5,10 +5,11 @@ tool output and the live stream; and the held-out ordinary strings shown as sent
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from collie_gateway.views.text import TITLE_LIMIT, clean
 from fixtures.redaction.corpus import HELD_OUT, Secret, held_out, in_sample
-from tests.collie_gateway.chat_phone import PhoneChat, shown
+from tests.collie_gateway.chat_phone import Client, PhoneChat, shown
 from tests.collie_gateway.conftest import Rig, eventually, get_json
 from tests.collie_gateway.test_chat_http import CHAT, chat, seen_by_gateway, start
 from wire.messages import Option
@@ -45,6 +46,22 @@ def _leaks(case: Secret, text: str) -> bool:
     return any(body[i : i + 6] in text for i in range(len(body) - 5))
 
 
+async def _rows_and_headers_leak_nothing(
+    client: Client, cases: list[Secret], prefix: str
+) -> dict[str, Any]:
+    """Each case is conversation ``{prefix}{n}``: its list row and header show none of its
+    secret. Returns the rows by conversation id."""
+    rows = {
+        r["conversation_id"]: r for r in (await get_json(client, AGENT + "/conversations"))["rows"]
+    }
+    for n, case in enumerate(cases):
+        header = (await get_json(client, AGENT + f"/conversations/{prefix}{n}"))["header"]
+        row = rows[f"{prefix}{n}"]
+        for text in (row["title"], row["line"], header["title"], header["line2"]):
+            assert not _leaks(case, text), (case["description"], text)
+    return rows
+
+
 def _case(word: str) -> Secret:
     return next(c for c in SECRETS if c["description"].startswith(word))
 
@@ -63,14 +80,7 @@ async def test_X1_second_families_masked_on_rows_headers_and_cards(rig: Rig) -> 
     )
     await eventually(lambda: len(gw.mirrors["desk"].conversations) == 1 + len(SECRETS))
     await eventually(lambda: gw.find_ask("desk", "q") is not None)
-    rows = {
-        r["conversation_id"]: r for r in (await get_json(client, AGENT + "/conversations"))["rows"]
-    }
-    for n, case in enumerate(SECRETS):
-        header = (await get_json(client, AGENT + f"/conversations/s{n}"))["header"]
-        row = rows[f"s{n}"]
-        for text in (row["title"], row["line"], header["title"], header["line2"]):
-            assert not _leaks(case, text), (case["description"], text)
+    rows = await _rows_and_headers_leak_nothing(client, SECRETS, "s")
     assert rows["s0"]["title"].startswith("client = LinearClient(")  # the context stays
     card = json.dumps((await chat(client))["cards"]["cards"][0], ensure_ascii=False)
     assert "lin_api_••••" in card
@@ -138,14 +148,7 @@ async def test_X1_issue_27_families_masked_on_rows_and_headers(rig: Rig) -> None
     for n, case in enumerate(NEW):
         await agent.open_conversation(f"n{n}", title=case["input"], subtitle=case["input"])
     await eventually(lambda: len(gw.mirrors["desk"].conversations) == 1 + len(NEW))
-    rows = {
-        r["conversation_id"]: r for r in (await get_json(client, AGENT + "/conversations"))["rows"]
-    }
-    for n, case in enumerate(NEW):
-        header = (await get_json(client, AGENT + f"/conversations/n{n}"))["header"]
-        row = rows[f"n{n}"]
-        for text in (row["title"], row["line"], header["title"], header["line2"]):
-            assert not _leaks(case, text), (case["description"], text)
+    await _rows_and_headers_leak_nothing(client, NEW, "n")
 
 
 async def test_X1_issue_27_only_the_secret_masked_in_chat_tool_output_and_live(rig: Rig) -> None:
