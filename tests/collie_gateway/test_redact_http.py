@@ -62,8 +62,8 @@ async def _rows_and_headers_leak_nothing(
     return rows
 
 
-def _case(word: str) -> Secret:
-    return next(c for c in SECRETS if c["description"].startswith(word))
+def _case(word: str, cases: list[Secret] | None = None) -> Secret:
+    return next(c for c in cases or SECRETS if c["description"].startswith(word))
 
 
 async def test_X1_second_families_masked_on_rows_headers_and_cards(rig: Rig) -> None:
@@ -138,10 +138,6 @@ ISSUE_27 = (
 NEW = [c for c in in_sample()[0] if c["description"].startswith(ISSUE_27)]
 
 
-def _new(words: str) -> Secret:
-    return next(c for c in NEW if c["description"].startswith(words))
-
-
 async def test_X1_issue_27_families_masked_on_rows_and_headers(rig: Rig) -> None:
     assert len(NEW) >= 35
     client, gw, agent, _conv = await start(rig)
@@ -157,10 +153,10 @@ async def test_X1_issue_27_only_the_secret_masked_in_chat_tool_output_and_live(r
     client, gw, _agent, conv = await start(rig)
     phone = PhoneChat(client, CHAT)
     await phone.start()
-    aws = _new("AWS secret key on the line after its access key id")
-    twilio = _new("Twilio auth token positional beside the SID (PHP)")
-    sshpass = _new("sshpass -p with a bare password before scp")
-    slack = _new("Slack workflow webhook")
+    aws = _case("AWS secret key on the line after its access key id", NEW)
+    twilio = _case("Twilio auth token positional beside the SID (PHP)", NEW)
+    sshpass = _case("sshpass -p with a bare password before scp", NEW)
+    slack = _case("Slack workflow webhook", NEW)
     await conv.append(kind="reply", text=aws["input"])
     await conv.append(kind="reply", text=f"{twilio['input']} and {slack['input']}")
     await conv.append(
