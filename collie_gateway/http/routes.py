@@ -16,7 +16,13 @@ from aiohttp import web
 
 from collie_gateway.core.answers import Record, TapOutcome, tap_state
 from collie_gateway.core.mirror import LinkState
-from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit, BadCursor
+from collie_gateway.errors import (
+    AgentRejected,
+    AgentUnreachable,
+    AnswerMisfit,
+    BadCursor,
+    VersionRefused,
+)
 from collie_gateway.http.api import (
     EVENTS,
     AgentHome,
@@ -61,6 +67,7 @@ from collie_gateway.views.listing import ConversationList
 from collie_gateway.views.text import LABEL_LIMIT, TITLE_LIMIT, clean
 from wire.errors import RemoteWireError
 from wire.messages import (
+    WIRE_VERSION,
     Answer,
     CommandResult,
     Id,
@@ -400,6 +407,8 @@ def phone_reason(exc: Exception, cat: Catalogue, doing: str) -> str:
     exception's name or an address (those go to the log). An agent's own sentence in an
     error body (wire §13) is the agent's text, shown cleaned."""
     log.info("%s failed: %s: %s", doing, type(exc).__name__, exc)
+    if isinstance(exc, VersionRefused):  # R5's words, in the phone's language
+        return cat.fmt("version_mismatch", theirs=exc.theirs, ours=WIRE_VERSION)
     if isinstance(exc, AgentRejected):
         if exc.code and str(exc):
             return clean(str(exc), TITLE_LIMIT).text

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from collie_gateway.core.mirror import AgentMirror, LinkState
 from collie_gateway.core.reconnect import LinkTiming
-from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.errors import AgentUnreachable, VersionRefused
 from collie_gateway.services.links import AgentClient, AgentLink, Fetched, LinkListener, expect
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
@@ -59,12 +59,12 @@ class Agents:
         """The agent's HTTP client, for an agent that speaks wire v1.
 
         Raises:
-            AgentRejected: the agent speaks another wire version (V1: nothing is sent).
+            VersionRefused: the agent speaks another wire version (V1: nothing is sent).
             AgentUnreachable: the link has not read the agent's hello in this run yet.
         """
         warning = self.version_warning(agent)
         if warning is not None:
-            raise AgentRejected(warning, status=0, code="version_mismatch")
+            raise VersionRefused(warning, int(self.mirrors[agent].wire or 0))
         if self.mirrors[agent].state is LinkState.STARTING:
             # This run has not read the agent's hello yet: its stored wire version may be stale
             # (V1). Nothing is sent; a tap stays pending and goes once the link is ready.

@@ -292,3 +292,22 @@ async def test_live_stream_events_in_each_phones_language(rig: Rig) -> None:
     finally:
         for phone in phones.values():
             await phone.close()
+
+
+async def test_V1_R5_a_command_to_a_wire2_agent_is_refused_in_the_phones_language(
+    rig: Rig,
+) -> None:
+    agent = rig.agent("old", runtime="old", wire_version=2)
+    sock = await rig.serve("old")
+    client, gw = await rig.gateway([Source(name="old", socket=sock)])
+    await eventually(lambda: gw.mirrors["old"].state is LinkState.VERSION_MISMATCH)
+    del agent
+    path = "/api/v1/agents/old/conversations/c1/messages"
+    said = {}
+    for accept in ("it", "pt-BR", None):
+        body = {"request_id": f"m-{accept}", "text": "ciao"}
+        said[accept] = await _post(client, path, body, accept)
+    assert said["it"]["outcome"] == "refused"
+    assert said["it"]["message"].startswith("Il durable agent utilizza il protocollo wire v2")
+    assert said["pt-BR"]["message"] != said["it"]["message"]
+    assert said[None]["message"].startswith("Program speaks wire v2, this Collie speaks v1.")
