@@ -25,7 +25,6 @@ from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
 import mcp_types as types
-import msgspec
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
@@ -76,7 +75,7 @@ class Call:
     item: ItemHandle
     handle: AskHandle
     done: asyncio.Future[dict[str, Any]]
-    gone: bool = False  # its client stopped waiting
+    gone: asyncio.Task[None] | None = None  # its client stopped waiting: ending its ask
 
 
 @dataclass(eq=False)
@@ -248,11 +247,16 @@ class McpBridge:
         with contextlib.suppress(LocalWireError):
             await session.conv.close()
 
-    async def _call_gone(self, session: McpSession, call: Call) -> None:
-        """A call whose client stopped waiting: its ask ends ``decided``, with a notice."""
-        if call.gone or not call.handle.open:
+    def _call_gone(self, session: McpSession, call: Call) -> asyncio.Task[None]:
+        """A call whose client stopped waiting: its ask ends ``decided``, with a notice (once;
+        the task doing it is returned to every caller)."""
+        if call.gone is None:
+            call.gone = asyncio.create_task(self._end_call(session, call))
+        return call.gone
+
+    async def _end_call(self, session: McpSession, call: Call) -> None:
+        if not call.handle.open:
             return
-        call.gone = True
         await call.handle.decide()
         with contextlib.suppress(LocalWireError):
             await call.item.update(status="failed")
@@ -295,7 +299,7 @@ class McpBridge:
             await self._notice(session.conv, call.text)
             return _json_result({"outcome": "shown"})
         try:
-            return await self._ask(ctx, session, spec.name, call)
+            return await self._ask(ctx, session, spec.name, call, params.arguments or {})
         except LocalWireError as exc:
             return _error(f"The phone cannot show this ask: {exc}")
 
@@ -305,6 +309,7 @@ class McpBridge:
         session: McpSession,
         name: str,
         call: Struct,
+        given: dict[str, Any],
     ) -> types.CallToolResult:
         request_id = str(ctx.request_id)
         permission = _permission_of(call)
@@ -320,17 +325,20 @@ class McpBridge:
             return _json_result(_allowed(call))
         found = session.calls.get(request_id)
         if found is None:
-            found = await self._raise(session, request_id, name, call)
+            found = await self._raise(session, request_id, name, call, given)
         return _json_result(await self._wait(ctx, session, found))
 
-    async def _raise(self, session: McpSession, request_id: str, name: str, call: Struct) -> Call:
+    async def _raise(
+        self, session: McpSession, request_id: str, name: str, call: Struct, given: dict[str, Any]
+    ) -> Call:
         conv = session.conv
         permission = _permission_of(call)
         item_name = permission[2] if permission is not None else name
+        shown = permission[1] if permission is not None else given
         call_id = safe_id("r", request_id)
         item = await conv.append(
             kind="tool",
-            text=tool_text(_arguments_of(call)),
+            text=tool_text(shown),
             call_id=call_id,
             name=label(item_name) or name,
             status="running",
@@ -389,8 +397,7 @@ class McpBridge:
                 with contextlib.suppress(Exception):
                     await ctx.session.report_progress(n, None, WAITING)
         except asyncio.CancelledError:
-            if not session.ended:
-                self.agent.spawn(self._call_gone(session, call))
+            self._call_gone(session, call)
             raise
 
     async def _notice(self, conv: ConversationHandle, text: str) -> None:
@@ -405,18 +412,6 @@ def _permission_of(call: Struct) -> tuple[str, dict[str, Any], str] | None:
     if isinstance(call, tools.PermissionPrompt):
         return tools.rule_key(call.tool_name, call.input), call.input, call.tool_name
     return None
-
-
-def _arguments_of(call: Struct) -> Any:
-    permission = _permission_of(call)
-    if permission is not None:
-        return permission[1]
-    return {k: v for k, v in _builtins(call).items() if k != "deadline_seconds"}
-
-
-def _builtins(call: Struct) -> dict[str, Any]:
-    value = msgspec.to_builtins(call)
-    return value if isinstance(value, dict) else {}
 
 
 def _ask_of(call: Struct) -> dict[str, Any]:

@@ -4,11 +4,13 @@ driven by the ``mcp`` package's own client and the phone API."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 from mcp.client.client import Client
@@ -63,11 +65,16 @@ class Mcp:
         return result
 
     async def answer(
-        self, ask: str, body: dict[str, Any], request_id: str = "r1", version: int = 1
+        self,
+        ask: str,
+        body: dict[str, Any],
+        request_id: str = "r1",
+        version: int = 1,
+        status: int = 200,
     ) -> dict[str, Any]:
         payload = {"request_id": request_id, "version": version, "answer": body}
         result: dict[str, Any] = await post_json(
-            self.client, f"/api/v1/agents/{AGENT}/asks/{ask}/answer", payload
+            self.client, f"/api/v1/agents/{AGENT}/asks/{ask}/answer", payload, status
         )
         return result
 
@@ -117,3 +124,82 @@ async def mcp(aiohttp_client: ClientFactory) -> AsyncIterator[Mcp]:
 async def call_soon(client: Client, name: str, args: dict[str, Any]) -> asyncio.Task[Any]:
     """Start a tool call; the task ends with its result."""
     return asyncio.create_task(client.call_tool(name, args))
+
+
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+VERSION = "2025-11-25"
+
+
+class RawMcp:
+    """A client of the tests' own: JSON-RPC by hand over HTTP (aiohttp), to misbehave."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.http = aiohttp.ClientSession()
+        self.session_id: str | None = None
+
+    async def close(self) -> None:
+        await self.http.close()
+
+    def headers(self) -> dict[str, str]:
+        found = dict(HEADERS)
+        if self.session_id is not None:
+            found["mcp-session-id"] = self.session_id
+            found["mcp-protocol-version"] = VERSION
+        return found
+
+    async def initialize(self, name: str = "raw-client") -> None:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": name, "version": "1"},
+            },
+        }
+        async with self.http.post(self.url, json=body, headers=self.headers()) as resp:
+            assert resp.status == 200, await resp.text()
+            self.session_id = resp.headers["mcp-session-id"]
+            await resp.read()
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        async with self.http.post(self.url, json=note, headers=self.headers()) as resp:
+            assert resp.status == 202, await resp.text()
+
+    async def post(self, body: bytes | Any) -> tuple[int, list[dict[str, Any]]]:
+        """POST a body (bytes as they are, else JSON); the status and the JSON-RPC messages
+        answered (a JSON body or every SSE ``data:`` line)."""
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        async with self.http.post(self.url, data=data, headers=self.headers()) as resp:
+            text = await resp.text()
+            return resp.status, parse_messages(resp.headers.get("content-type", ""), text)
+
+    async def call(self, request_id: int | str, name: str, args: Any) -> dict[str, Any]:
+        """A tools/call; its JSON-RPC response."""
+        status, messages = await self.post(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": args},
+            }
+        )
+        assert status == 200, (status, messages)
+        return next(m for m in messages if m.get("id") == request_id)
+
+
+def parse_messages(content_type: str, text: str) -> list[dict[str, Any]]:
+    if content_type.startswith("application/json"):
+        found = json.loads(text)
+        return found if isinstance(found, list) else [found]
+    return [
+        json.loads(line[5:])
+        for line in text.splitlines()
+        if line.startswith("data:") and line[5:].strip()
+    ]
+
+
+def tool_json(result: Any) -> Any:
+    """The JSON text of a tool result (the package's CallToolResult)."""
+    return json.loads(result.content[0].text)
