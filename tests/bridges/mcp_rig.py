@@ -4,6 +4,7 @@ driven by the ``mcp`` package's own client and the phone API."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -171,7 +172,7 @@ class RawMcp:
         """POST a body (bytes as they are, else JSON); the status and the JSON-RPC messages
         answered (a JSON body or every SSE ``data:`` line)."""
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        async with self.http.post(self.url, data=data, headers=self.headers()) as resp:
+        async with self.http.post(self.url, data=io.BytesIO(data), headers=self.headers()) as resp:
             text = await resp.text()
             return resp.status, parse_messages(resp.headers.get("content-type", ""), text)
 

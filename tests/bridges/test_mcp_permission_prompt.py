@@ -62,7 +62,7 @@ async def test_A5_always_allow_then_the_same_call_is_allowed_without_a_card(mcp:
         [(conv, ask)] = await mcp.wait_asks(1)
         not_confirmed = await mcp.answer(ask, {"option": "always"}, request_id="r0")
         assert not_confirmed["outcome"] == "refused"  # A5: the second tap confirms
-        assert not_confirmed["card"]["line"] == "\"Always allow\" needs a second tap."
+        assert not_confirmed["card"]["line"] == '"Always allow" needs a second tap.'
         await mcp.answer(ask, {"option": "always", "confirmed": True})
         first = tool_json(await asyncio.wait_for(task, 10))
         assert first == {"behavior": "allow", "updatedInput": BASH["input"]}
