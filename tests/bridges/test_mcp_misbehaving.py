@@ -35,7 +35,8 @@ BAD: list[tuple[bytes | dict[str, Any], int, dict[str, Any]]] = [
         call(6, "ask_choice", {"question": 5, "options": "a"}),
         200,
         {
-            "tool_error": "Invalid arguments for ask_choice: Expected `str`, got `int` - at `$.question`"
+            "tool_error": "Invalid arguments for ask_choice: Expected `str`, got `int` - at "
+            "`$.question`"
         },
     ),
     (
