@@ -43,3 +43,6 @@ async def relay(url: str, cwd: Path) -> None:
         group.start_soon(_pump, up_read, down_write)
         await _pump(down_read, up_write)
         group.cancel_scope.cancel()
+        # Each transport's writer runs until its stream is closed.
+        await up_write.aclose()
+        await down_write.aclose()
