@@ -38,7 +38,7 @@ def test_schemas_are_whole_and_list_only_known_keys() -> None:
         (
             "ask_form",
             {"title": "T", "fields": [{"id": "a b", "label": "A", "kind": "text"}]},
-            "pattern",
+            "matching regex '^[A-Za-z0-9_.-]{1,64}$' - at `$.fields[0].id`",
         ),
         ("permission_prompt", {"input": {}}, "missing required field `tool_name`"),
         ("notify", {}, "missing required field `text`"),
