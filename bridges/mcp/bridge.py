@@ -72,6 +72,7 @@ WAITING: Final = "Waiting for the person's answer on their phone"
 class Call:
     """One tools/call that raised an ask (kept for a retry with the same request id)."""
 
+    given: tuple[str, dict[str, Any]]  # the tool and its arguments, as called
     item: ItemHandle
     handle: AskHandle
     done: asyncio.Future[dict[str, Any]]
@@ -293,8 +294,10 @@ class McpBridge:
         except tools.BadArguments as exc:
             return _error(str(exc))
         session = await self._session(ctx)
-        if session.ended or session.conv.closed:
+        if session.ended:
             return _error("This session has ended; start a new one.")
+        if session.conv.closed:  # closed on the phone: the session goes on in it
+            await session.conv.reopen()
         if isinstance(call, tools.Notify):
             await self._notice(session.conv, call.text)
             return _json_result({"outcome": "shown"})
@@ -326,6 +329,8 @@ class McpBridge:
         found = session.calls.get(request_id)
         if found is None:
             found = await self._raise(session, request_id, name, call, given)
+        elif found.given != (name, given):
+            return _error(f"Request id {request_id} was used for another call in this session.")
         return _json_result(await self._wait(ctx, session, found))
 
     async def _raise(
@@ -350,7 +355,7 @@ class McpBridge:
             deadline=self.agent.now() + timedelta(seconds=deadline) if deadline else None,
             **_ask_of(call),
         )
-        found = Call(item, handle, asyncio.get_running_loop().create_future())
+        found = Call((name, given), item, handle, asyncio.get_running_loop().create_future())
         session.calls[request_id] = found
         self.agent.spawn(self._settle(session, request_id, found, call))
         return found

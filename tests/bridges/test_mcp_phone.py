@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 
+from bridges.mcp.bridge import NO_MESSAGES
 from bridges.mcp.tools import NOT_ANSWERED, TOOLS
 from tests.bridges.mcp_rig import (
     Mcp,
     call_soon,
     tool_json,
 )
-from tests.collie_gateway.conftest import eventually
+from tests.collie_gateway.conftest import eventually, post_json
 
 
 async def test_tools_listed_with_exact_described_schemas(mcp: Mcp) -> None:
@@ -228,3 +229,41 @@ async def test_progress_notifications_while_the_person_has_not_answered(mcp: Mcp
         assert tool_json(await asyncio.wait_for(task, 10))["text"] == "done"
     assert [v for v, _ in seen[:2]] == [1, 2]
     assert seen[0][1] == "Waiting for the person's answer on their phone"
+
+
+async def test_R4_closed_on_the_phone_the_call_returns_stopped_and_the_session_goes_on(
+    mcp: Mcp,
+) -> None:
+    async with mcp.session("host") as client:
+        task = await call_soon(client, "ask_text", {"question": "Wait?"})
+        [(conv, _)] = await mcp.wait_asks(1)
+        result = await post_json(
+            mcp.client,
+            f"/api/v1/agents/asks/conversations/{conv}/close",
+            {"request_id": "close-1"},
+        )
+        assert result["outcome"] == "accepted"
+        assert tool_json(await asyncio.wait_for(task, 10)) == {
+            "outcome": "stopped",
+            "message": NOT_ANSWERED["stopped"],
+        }
+        # The next call reopens the session's conversation.
+        shown = await client.call_tool("notify", {"text": "Back again."})
+        assert tool_json(shown) == {"outcome": "shown"}
+        snapshot, _ = await mcp.bridge.agent.read_conversation(conv)
+        assert snapshot is not None
+        assert snapshot.state == "idle"
+        assert "Back again." in await mcp.texts(conv, "notice")
+
+
+async def test_a_message_from_the_phone_is_answered_with_a_notice(mcp: Mcp) -> None:
+    async with mcp.session("host") as client:
+        await client.call_tool("notify", {"text": "Hello."})
+        [conv] = list(mcp.bridge.agent._open)
+        result = await post_json(
+            mcp.client,
+            f"/api/v1/agents/asks/conversations/{conv}/messages",
+            {"request_id": "m1", "text": "are you there?"},
+        )
+        assert result["outcome"] == "accepted"
+        await mcp.wait_text(conv, "notice", NO_MESSAGES)

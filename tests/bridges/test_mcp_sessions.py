@@ -122,6 +122,12 @@ async def test_T1_a_call_retried_with_the_same_request_id_is_one_ask(quick: Mcp)
         assert repeat["result"] == response["result"]
         assert asks_in_store(mcp) == [ask]
         assert [i["kind"] for i in await mcp.items(conv)] == ["tool"]
+        # The same id for another call is refused, not mistaken for the first.
+        other = await asyncio.wait_for(raw.call(7, "ask_text", {"question": "Other?"}), 10)
+        assert other["result"]["isError"] is True
+        assert other["result"]["content"][0]["text"] == (
+            "Request id 7 was used for another call in this session."
+        )
     finally:
         await raw.close()
 
