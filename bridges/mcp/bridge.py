@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from msgspec import Struct
 
 from bridges.acp.mapping import label, safe_id, tool_text
@@ -461,18 +462,21 @@ def _title(ctx: ServerRequestContext[Any, Any], cwd: str | None) -> dict[str, An
 
 
 async def _first_root(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    """The client's first root folder, when it offers roots (asked for at most 2 s)."""
+    """The client's first root folder, when it offers roots (asked for at most 2 s; roots are
+    deprecated only for the 2026 protocol, which this server does not serve)."""
     caps = ctx.session.client_capabilities
     if caps is None or caps.roots is None:
         return None
     try:
-        with contextlib.suppress(Exception):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
             async with asyncio.timeout(2.0):
                 roots = await ctx.session.list_roots()
-            for root in roots.roots:
-                parts = urlsplit(str(root.uri))
-                if parts.scheme == "file" and parts.path:
-                    return parts.path
-    except TimeoutError:
+    except (MCPError, TimeoutError) as exc:
+        log.info("no roots from the client: %s", exc)
         return None
+    for root in roots.roots:
+        parts = urlsplit(str(root.uri))
+        if parts.scheme == "file" and parts.path:
+            return parts.path
     return None

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
+from mcp.client.client import Client
+from mcp.client.session import ClientRequestContext
+from mcp_types import Implementation, ListRootsResult, Root
+
 from bridges.mcp.bridge import NO_MESSAGES
 from bridges.mcp.tools import NOT_ANSWERED, TOOLS
 from tests.bridges.mcp_rig import (
@@ -267,3 +271,20 @@ async def test_a_message_from_the_phone_is_answered_with_a_notice(mcp: Mcp) -> N
         )
         assert result["outcome"] == "accepted"
         await mcp.wait_text(conv, "notice", NO_MESSAGES)
+
+
+async def test_title_from_the_clients_first_root_folder(mcp: Mcp) -> None:
+    shop = mcp.rig.tmp / "shop"
+
+    async def roots(context: ClientRequestContext) -> ListRootsResult:
+        return ListRootsResult(roots=[Root.model_validate({"uri": shop.as_uri(), "name": "shop"})])
+
+    info = Implementation(name="cursor", version="1")
+    async with Client(
+        mcp.bridge.url, mode="legacy", client_info=info, list_roots_callback=roots
+    ) as client:
+        await client.call_tool("notify", {"text": "Started."})
+        [conv] = list(mcp.bridge.agent._open)
+        snapshot, _ = await mcp.bridge.agent.read_conversation(conv)
+    assert snapshot is not None
+    assert (snapshot.title, snapshot.workspace) == ("cursor · shop", str(shop))
