@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -56,13 +58,30 @@ async def _answer_every_ask(http: aiohttp.ClientSession, ready: asyncio.Event) -
                 await r.read()
 
 
-async def _child(argv: list[str], tmp: Path) -> asyncio.subprocess.Process:
+@contextlib.asynccontextmanager
+async def _answering(
+    argv: list[str], tmp: Path, sock: Path
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, aiohttp.ClientSession]]:
+    """Run ``argv`` (it prints one line once it serves ``sock``) and answer its asks at once;
+    yields the process and a wire client on its socket."""
     proc = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, env=ENV, cwd=str(tmp)
     )
-    assert proc.stdout is not None
-    await asyncio.wait_for(proc.stdout.readline(), 60.0)  # "… serving …"
-    return proc
+    try:
+        assert proc.stdout is not None
+        await asyncio.wait_for(proc.stdout.readline(), 60.0)  # "… serving …"
+        conn = aiohttp.UnixConnector(path=str(sock))
+        async with aiohttp.ClientSession(connector=conn) as http:
+            ready = asyncio.Event()
+            answering = asyncio.create_task(_answer_every_ask(http, ready))
+            await ready.wait()
+            try:
+                yield proc, http
+            finally:
+                answering.cancel()
+    finally:
+        proc.terminate()
+        await proc.wait()
 
 
 def _free_port() -> int:
@@ -78,53 +97,34 @@ async def bridged(asks: int) -> Json:
     with short_dir("mb-") as tmp:
         sock, port = tmp / "mcp.sock", _free_port()
         argv = [sys.executable, "-m", "bridges.mcp", "--socket", str(sock), "--port", str(port)]
-        proc = await _child([*argv, "--state", str(tmp / "mcp.db")], tmp)
-        try:
-            conn = aiohttp.UnixConnector(path=str(sock))
-            async with aiohttp.ClientSession(connector=conn) as http:
-                ready = asyncio.Event()
-                answering = asyncio.create_task(_answer_every_ask(http, ready))
-                await ready.wait()
-                trips: list[float] = []
-                async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
-                    await client.call_tool("ask_choice", ASK)  # the session's conversation
-                    cpu0 = cpu_seconds(proc.pid)
-                    for _ in range(asks):
-                        t = time.perf_counter()
-                        result = await client.call_tool("ask_choice", ASK)
-                        trips.append(time.perf_counter() - t)
-                        assert not result.is_error, result
-                    cpu = cpu_seconds(proc.pid) - cpu0
-                answering.cancel()
-            return {"trips": trips, "cpu_per_ask": cpu / max(asks, 1)}
-        finally:
-            proc.terminate()
-            await proc.wait()
+        async with _answering([*argv, "--state", str(tmp / "mcp.db")], tmp, sock) as (proc, _):
+            trips: list[float] = []
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+                await client.call_tool("ask_choice", ASK)  # the session's conversation
+                cpu0 = cpu_seconds(proc.pid)
+                for _ in range(asks):
+                    t = time.perf_counter()
+                    result = await client.call_tool("ask_choice", ASK)
+                    trips.append(time.perf_counter() - t)
+                    assert not result.is_error, result
+                cpu = cpu_seconds(proc.pid) - cpu0
+        return {"trips": trips, "cpu_per_ask": cpu / max(asks, 1)}
 
 
 async def sdk(asks: int) -> Json:
     with short_dir("mb-") as tmp:
         sock = tmp / "sdk.sock"
-        proc = await _child([sys.executable, SCRIPT, "--sdk-agent", str(sock)], tmp)
-        try:
-            conn = aiohttp.UnixConnector(path=str(sock))
-            async with aiohttp.ClientSession(connector=conn) as http:
-                ready = asyncio.Event()
-                answering = asyncio.create_task(_answer_every_ask(http, ready))
-                await ready.wait()
-                body = {"request_id": "start", "starter": "bench"}
-                async with http.post("http://agent/conversations", json=body) as resp:
-                    conv = (await resp.json())["conversation_id"]
-                body = {"request_id": "go", "text": f"bench {asks}"}
-                async with http.post(f"http://agent/conversations/{conv}/messages", json=body):
-                    pass
-                assert proc.stdout is not None
-                line = await asyncio.wait_for(proc.stdout.readline(), 120.0)
-                answering.cancel()
-            return {"trips": json.loads(line)}
-        finally:
-            proc.terminate()
-            await proc.wait()
+        argv = [sys.executable, SCRIPT, "--sdk-agent", str(sock)]
+        async with _answering(argv, tmp, sock) as (proc, http):
+            body = {"request_id": "start", "starter": "bench"}
+            async with http.post("http://agent/conversations", json=body) as resp:
+                conv = (await resp.json())["conversation_id"]
+            body = {"request_id": "go", "text": f"bench {asks}"}
+            async with http.post(f"http://agent/conversations/{conv}/messages", json=body):
+                pass
+            assert proc.stdout is not None
+            line = await asyncio.wait_for(proc.stdout.readline(), 120.0)
+        return {"trips": json.loads(line)}
 
 
 def sdk_agent(sock: Path) -> None:

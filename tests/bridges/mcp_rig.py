@@ -110,16 +110,30 @@ async def mcp_rig(base: Rig, **bridge_args: Any) -> Mcp:
     return Mcp(base, bridge, client, gw)
 
 
-@pytest.fixture
-async def mcp(aiohttp_client: ClientFactory) -> AsyncIterator[Mcp]:
+@asynccontextmanager
+async def running(aiohttp_client: ClientFactory, **bridge_args: Any) -> AsyncIterator[Mcp]:
+    """The rig in a fresh short folder, torn down after."""
     with short_dir() as tmp:
         base = Rig(tmp=tmp, make_client=aiohttp_client)
-        found = await mcp_rig(base)
+        found = await mcp_rig(base, **bridge_args)
         try:
             yield found
         finally:
             await base.close()
             await found.bridge.close()
+
+
+@pytest.fixture
+async def mcp(aiohttp_client: ClientFactory) -> AsyncIterator[Mcp]:
+    async with running(aiohttp_client) as found:
+        yield found
+
+
+@pytest.fixture
+async def quick(aiohttp_client: ClientFactory) -> AsyncIterator[Mcp]:
+    """The rig with a session ending after 0.3 s without a request in flight."""
+    async with running(aiohttp_client, idle=0.3) as found:
+        yield found
 
 
 async def call_soon(client: Client, name: str, args: dict[str, Any]) -> asyncio.Task[Any]:

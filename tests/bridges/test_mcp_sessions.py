@@ -10,7 +10,6 @@ import os
 import signal
 import sqlite3
 import sys
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -19,19 +18,6 @@ from fixtures.agents.harness import short_dir
 from tests.bridges.conftest import REPO
 from tests.bridges.mcp_rig import Mcp, RawMcp, call_soon, mcp_rig, tool_json
 from tests.collie_gateway.conftest import ClientFactory, Rig
-
-
-@pytest.fixture
-async def quick(aiohttp_client: ClientFactory) -> AsyncIterator[Mcp]:
-    """The rig with a session ending after 0.3 s without a request in flight."""
-    with short_dir() as tmp:
-        base = Rig(tmp=tmp, make_client=aiohttp_client)
-        found = await mcp_rig(base, idle=0.3)
-        try:
-            yield found
-        finally:
-            await base.close()
-            await found.bridge.close()
 
 
 def asks_in_store(mcp: Mcp) -> list[str]:

@@ -8,37 +8,20 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import Implementation
 
 from bridges.mcp.bridge import ASK_ENDED, SESSION_ENDED
-from fixtures.agents.harness import short_dir
 from tests.bridges.conftest import REPO
-from tests.bridges.mcp_rig import Mcp, call_soon, mcp_rig, tool_json
-from tests.collie_gateway.conftest import ClientFactory, Rig
+from tests.bridges.mcp_rig import Mcp, call_soon, tool_json
 
 
 def relay_argv(url: str) -> list[str]:
     return ["-m", "collie_gateway", "bridge", "mcp", "--stdio", "--url", url]
-
-
-@pytest.fixture
-async def quick(aiohttp_client: ClientFactory) -> AsyncIterator[Mcp]:
-    """The rig with a session ending after 0.3 s without a request in flight."""
-    with short_dir() as tmp:
-        base = Rig(tmp=tmp, make_client=aiohttp_client)
-        found = await mcp_rig(base, idle=0.3)
-        try:
-            yield found
-        finally:
-            await base.close()
-            await found.bridge.close()
 
 
 async def test_T1_an_ask_through_the_stdio_process_titled_with_its_folder(quick: Mcp) -> None:
@@ -84,8 +67,7 @@ async def _send(proc: asyncio.subprocess.Process, message: dict[str, Any]) -> No
 async def test_T1_R3_the_stdio_process_killed_mid_ask_ends_it_in_the_bridge(quick: Mcp) -> None:
     mcp = quick
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *relay_argv(mcp.bridge.url),
+        *(sys.executable, "-m", "bridges.mcp", "--stdio", "--url", mcp.bridge.url),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         cwd=Path(mcp.rig.tmp),
