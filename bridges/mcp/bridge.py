@@ -95,16 +95,16 @@ def _utc() -> datetime:
     return datetime.now(UTC)
 
 
-def _json_result(value: dict[str, Any], *, error: bool = False) -> types.CallToolResult:
+def _json_result(value: dict[str, Any]) -> types.CallToolResult:
+    """A tool result: the JSON as text, and as ``structuredContent``."""
     text = json.dumps(value, ensure_ascii=False)
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)],
-        structured_content=None if error else value,
-        is_error=error,
+        content=[types.TextContent(type="text", text=text)], structured_content=value
     )
 
 
 def _error(text: str) -> types.CallToolResult:
+    """A tool error the model reads (MCP: ``isError``)."""
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
@@ -176,11 +176,13 @@ class McpBridge:
         asgi = http.app(self.server, idle=self.idle, ended=self._session_gone)
         self._uvicorn = http.server(asgi)
         self._serving = asyncio.create_task(self._uvicorn._serve([sock]), name="mcp-http")
-        while not self._uvicorn.started:
+        for _ in range(3000):  # 30 s
+            if self._uvicorn.started:
+                return
             if self._serving.done():
-                await self._serving
-                raise OSError(f"MCP could not be served on {self.host}:{self.port}")
+                break
             await asyncio.sleep(0.01)
+        raise OSError(f"MCP could not be served on {self.host}:{self.port}")
 
     async def serve_unix(self, path: Path) -> AgentRunner:
         """Serve the wire side on a Unix socket (0600)."""
@@ -367,19 +369,14 @@ class McpBridge:
             resolution = await call.handle.wait()
             value = _result(args, call.handle, resolution)
             permission = _permission_of(args)
-            decision = value.get("decision") or (
-                "allow" if value.get("behavior") == "allow" else None
-            )
-            if resolution.answer is not None and resolution.answer.option == "always":
-                decision = "always"
-            status = "done"
-            if resolution.how != "answered":
-                status = "failed"
-            elif permission is not None and decision not in ("allow", "always"):
+            answered = resolution.answer if resolution.how == "answered" else None
+            option = answered.option if answered is not None else None
+            status = "done" if answered is not None else "failed"
+            if permission is not None and answered is not None and option == "deny":
                 status = "denied"
             with contextlib.suppress(LocalWireError):
                 await call.item.update(status=status)
-            if decision == "always" and permission is not None and resolution.how == "answered":
+            if permission is not None and option == "always":
                 session.rules.add(permission[0])
                 await self._notice(session.conv, ALWAYS_KEPT.format(tool=permission[2]))
             if not call.done.done():
@@ -408,7 +405,7 @@ class McpBridge:
 
     async def _notice(self, conv: ConversationHandle, text: str) -> None:
         with contextlib.suppress(LocalWireError):
-            await conv.append(kind="notice", text=label(text) if len(text) < 2000 else text)
+            await conv.append(kind="notice", text=text)
 
 
 def _permission_of(call: Struct) -> tuple[str, dict[str, Any], str] | None:
