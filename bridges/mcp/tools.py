@@ -297,6 +297,7 @@ def permission_ask(
 
 
 def choice_ask(call: AskChoice) -> dict[str, Any]:
+    """The choice ask (options ``o1`` …, in order)."""
     return {
         "kind": "choice",
         "title": label(call.question),
@@ -307,6 +308,7 @@ def choice_ask(call: AskChoice) -> dict[str, Any]:
 
 
 def text_ask(call: AskText) -> dict[str, Any]:
+    """The text ask, with the call's limit."""
     return {
         "kind": "text",
         "title": label(call.question),
@@ -316,6 +318,7 @@ def text_ask(call: AskText) -> dict[str, Any]:
 
 
 def form_ask(call: AskForm) -> dict[str, Any]:
+    """The form ask: the call's fields, a select's options ``o1`` …"""
     fields = [
         FormField(
             id=f.id,

@@ -146,3 +146,13 @@ async def test_R3_restarted_bridge_ends_what_was_open(aiohttp_client: ClientFact
         finally:
             await base2.close()
             await second.bridge.close()
+
+
+async def test_a_live_hosts_session_outlives_idle_between_calls(quick: Mcp) -> None:
+    mcp = quick
+    async with mcp.session("idle-host") as client:
+        await client.call_tool("notify", {"text": "one"})
+        await asyncio.sleep(1.0)  # over three times --idle: the host's open stream holds it
+        await client.call_tool("notify", {"text": "two"})
+        [conv] = list(mcp.bridge.agent._open)
+        assert await mcp.texts(conv, "notice") == ["one", "two"]
