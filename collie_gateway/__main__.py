@@ -78,8 +78,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _bridge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``bridge acp …``: run a bridge by hand (the gateway runs the ones in sources.json)."""
+    """``bridge acp|mcp …``: run a bridge by hand (the gateway runs the ones in sources.json)."""
     from bridges.acp.cli import add_arguments
+    from bridges.mcp.cli import DESCRIPTION as MCP_DESCRIPTION
+    from bridges.mcp.cli import add_arguments as add_mcp_arguments
 
     bridge = sub.add_parser(
         "bridge",
@@ -94,9 +96,17 @@ def _bridge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "stdio) as a wire-v1 durable agent on a Unix socket.",
     )
     add_arguments(acp)
+    mcp = kinds.add_parser(
+        "mcp", help="MCP tools that ask the person, for any MCP host", description=MCP_DESCRIPTION
+    )
+    add_mcp_arguments(mcp)
 
 
 def _bridge(args: argparse.Namespace) -> int:
+    if args.bridge == "mcp":
+        from bridges.mcp.cli import run as run_mcp
+
+        return run_mcp(args)
     from bridges.acp.cli import run
 
     return run(args)
