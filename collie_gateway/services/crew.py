@@ -214,24 +214,31 @@ class MemberLink:
         return info is not None and info.crew >= CREW_VERSION and info.answers
 
     @property
-    def refusal(self) -> str | None:
-        """V2: T1's last row when this run read that the member takes no answers given on a
-        lead; else None (it does, or its crew route was not read yet: a tap tells)."""
-        if self.info_read and not self.takes_answers:
-            return self.catalogue["t_older_collie"]
-        return None
+    def refuses_answers(self) -> bool:
+        """V2: whether this run read that the member takes no answers given on a lead (not
+        read yet: a tap tells)."""
+        return self.info_read and not self.takes_answers
 
     async def forward(
-        self, method: str, path: str, body: bytes | None = None, *, seconds: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        seconds: float | None = None,
+        lang: str | None = None,
     ) -> tuple[int, bytes]:
-        """One request to the member's phone API (``path`` after ``/api/v1/``).
+        """One request to the member's phone API (``path`` after ``/api/v1/``), asked in the
+        phone's language ``lang`` (the member answers in its default language without one).
 
         Raises:
             AgentUnreachable: no answer in time, or the transfer failed.
             Unauthorized: the member refused the lead's token.
         """
         limit = seconds if seconds is not None else self.timing.request
-        headers = {"Content-Type": "application/json"} if body is not None else None
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        if lang is not None:
+            headers["Accept-Language"] = lang
         midway = False
         try:
             async with self.session.request(
@@ -424,7 +431,8 @@ class MemberLink:
             closed = msgspec.json.decode(data, type=MemberAsk)
             self._on_resolved(self.name, closed.agent, closed.ask)
         if kind == "chat.changed":
-            lead_cards(payload, self.refusal)
+            refusal = self.catalogue["t_older_collie"] if self.refuses_answers else None
+            lead_cards(payload, refusal)
         payload = rewrite_urls(payload, self.prefix)
         payload["machine"] = self.name
         self._publish(kind, payload)
