@@ -220,6 +220,13 @@ class PhonesRepo:
 
         return await self.db.run(write)
 
+    async def data_version(self) -> int:
+        """SQLite's count of commits made by other connections to the file (another
+        process, e.g. the CLI): when it moves, phones may have changed."""
+        return await self.db.query(
+            lambda conn: int(conn.execute("PRAGMA data_version").fetchone()[0])
+        )
+
     async def seen(self, seen: list[tuple[str, datetime, str | None]]) -> None:
         """Write when and from where phones were last seen: (phone id, when, address)."""
         rows = [(when.isoformat(), address, phone_id) for phone_id, when, address in seen]
