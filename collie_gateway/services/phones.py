@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final, Protocol
@@ -48,10 +48,6 @@ class Ending(Protocol):
     """An open live stream: ``end`` makes it finish what it is writing and close."""
 
     def end(self) -> None: ...
-
-
-#: Removes the push registrations of a phone (its id); how many.
-RemoveDevices = Callable[[str], Awaitable[int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,14 +88,12 @@ class Phones:
         admin_token: str | None,
         clock: Callable[[], datetime],
         monotonic: Callable[[], float],
-        remove_devices: RemoveDevices | None = None,
         code_ttl: timedelta = CODE_TTL,
     ) -> None:
         self.repo = repo
         self._admin = admin_token.encode() if admin_token else None
         self._clock = clock
         self._monotonic = monotonic
-        self._remove_devices = remove_devices
         self.code_ttl = code_ttl
         self.limiter = FailureLimiter()
         self._active: set[str] = set()
@@ -225,14 +219,12 @@ class Phones:
         return out
 
     async def revoke(self, phone_id: str) -> bool:
-        """Revoke a phone: its token answers 401 from now on, its streams end, its push
-        registrations go; whether it was a phone not yet revoked."""
+        """Revoke a phone: its token answers 401 from now on, its push registrations go (the
+        same transaction), its streams end; whether it was a phone not yet revoked."""
         revoked = await self.repo.revoke(phone_id, self._clock())
         self._gone(phone_id)
         if revoked:
             log.info("phone %s revoked", phone_id)
-        if revoked and self._remove_devices is not None:
-            await self._remove_devices(phone_id)
         return revoked
 
     def _gone(self, phone_id: str) -> None:

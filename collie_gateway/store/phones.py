@@ -207,8 +207,9 @@ class PhonesRepo:
         return await self.db.query(read)
 
     async def revoke(self, phone_id: str, now: datetime) -> bool:
-        """Revoke a phone: its token hash is wiped, its name stays (the ledger names it);
-        whether it was a phone not yet revoked."""
+        """Revoke a phone: its token hash is wiped and its push registrations removed, in
+        one transaction; its name stays (the ledger names it). Whether it was a phone not
+        yet revoked."""
 
         def write(conn: sqlite3.Connection) -> bool:
             cur = conn.execute(
@@ -216,6 +217,7 @@ class PhonesRepo:
                 "WHERE phone_id = ? AND revoked_at IS NULL",
                 (now.isoformat(), phone_id),
             )
+            conn.execute("DELETE FROM devices WHERE phone = ?", (phone_id,))
             return cur.rowcount == 1
 
         return await self.db.run(write)
