@@ -133,6 +133,14 @@ class Phones:
         )
         return NewCode(pairing.pairing_id, code, scope, pairing.expires_at)
 
+    def retry_after(self, address: str | None) -> int | None:
+        """Seconds ``address`` must wait before it tries a code again, or None."""
+        return self.limiter.retry_after(address, self._monotonic())
+
+    def failed(self, address: str | None) -> None:
+        """Count a failed pairing from ``address`` (a wrong code, or no code at all)."""
+        self.limiter.failed(address, self._monotonic())
+
     async def pair(
         self,
         code: str,
@@ -143,7 +151,7 @@ class Phones:
     ) -> Paired | Refused:
         """Pair a phone with a code from ``address``: at most the code's scope (a phone may
         ask for less), a new token, the check number; or why not."""
-        wait = self.limiter.retry_after(address, self._monotonic())
+        wait = self.retry_after(address)
         if wait is not None:
             return Refused(Effect.NOTHING, retry_after=wait)
         made: list[tuple[str, str]] = []
@@ -159,7 +167,7 @@ class Phones:
 
         effect, phone = await self.repo.redeem(code_hash(code), self._clock(), make)
         if phone is None:
-            self.limiter.failed(address, self._monotonic())
+            self.failed(address)
             log.info("pairing refused from %s: %s", address, effect)
             return Refused(effect)
         self._active.add(phone.phone_id)
