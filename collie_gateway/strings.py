@@ -148,10 +148,11 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "web_tool_done": "done",
     "web_tool_failed": "failed",
     "web_tool_denied": "denied",
-    "web_token_title": "This gateway needs its token",
-    "web_token_label": "Token",
-    "web_token_save": "Continue",
-    "web_token_wrong": "That token was not accepted.",
+    "web_pair_title": "Pair this page",
+    "web_pair_hint": "Run collie-gateway pair where the gateway runs, and type the code it shows.",
+    "web_pair_label": "Pairing code",
+    "web_pair_save": "Pair",
+    "web_pair_name": "Web companion",  # the name the page pairs with, as phones list shows it
     "web_reconnecting": "Reconnecting…",
     "web_loading": "Loading…",
     "web_failed": "Couldn't reach the gateway. Try again.",
@@ -161,6 +162,15 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "web_status_working": "Working",
     "web_status_waiting": "Waiting for you",
     "web_status_closed": "Closed",
+    # Phones (ours): pairing, scopes, the page's origin
+    "pair_wrong": "This code is not right. Check it, or make a new one with collie-gateway pair.",
+    "pair_used": "This code was already used. Make a new one with collie-gateway pair.",
+    "pair_expired": "This code expired. Make a new one with collie-gateway pair.",
+    "pair_too_many": "Too many wrong codes. Try again in {seconds} s.",
+    "phone_read_only": "This phone may only read: nothing was sent. Answer from a phone paired "
+    "to answer.",
+    "phone_admin_only": "Only the gateway's admin token may do this.",
+    "phone_wrong_origin": "Refused: this request did not come from the gateway's own page.",
 }
 
 
