@@ -59,6 +59,18 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "--tls-cert", type=Path, default=None, help="its fingerprint goes in the link"
     )
     pair.add_argument("--no-wait", dest="wait", action="store_false", help="do not wait")
+    redeem = sub.add_parser(
+        "redeem",
+        help="pair this machine with another gateway (a crew lead with a member)",
+        description="Use a pairing link made on another gateway: print the token this "
+        "machine gets (on stdout, for the crew entry's token_env) and the check number.",
+    )
+    redeem.add_argument("link", help="the collie://pair?... link `pair` printed there")
+    redeem.add_argument("--name", required=True, help="this machine's name, as listed there")
+    redeem.add_argument(
+        "--scope", choices=[s.value for s in Scope], default=None, help="ask for less: read"
+    )
+    redeem.add_argument("--url", default=None, help="the gateway's address, if not in the link")
     phones = sub.add_parser(
         "phones", help="list or revoke paired phones", description="List or revoke phones."
     )
@@ -92,6 +104,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
 
 async def _run(args: argparse.Namespace, out: TextIO) -> int:
+    if args.command == "redeem":
+        return await _redeem(args, out)
     async with _backend(args) as backend:
         if args.command == "pair":
             return await _pair(backend, args, out)
@@ -297,3 +311,33 @@ async def _pair(backend: _Backend, args: argparse.Namespace, out: TextIO) -> int
             return 1
         await asyncio.sleep(POLL)
     return 1
+
+
+async def _redeem(args: argparse.Namespace, out: TextIO) -> int:
+    """Pair with another gateway as a phone would: the token on ``out``, the rest on stderr."""
+    try:
+        link = PairingLink.parse(args.link)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    url = args.url or (link.urls[0] if link.urls else None)
+    if url is None:
+        raise ConfigError("the link names no address: give --url")
+    pin = aiohttp.Fingerprint(bytes.fromhex(link.fingerprint)) if link.fingerprint else True
+    body = {"code": link.code, "name": args.name, "scope": args.scope}
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url.rstrip("/") + "/api/v1/pair", json=body, ssl=pin) as resp,
+        ):
+            data = await resp.json(content_type=None)
+    except (aiohttp.ClientError, ValueError) as exc:
+        raise ConfigError(f"{url}: {exc}") from None
+    if resp.status != 200:
+        raise ConfigError(f"{url}: {data.get('message')}")
+    check = data["check"]
+    print(
+        f"paired as {data['phone_id']} ({data['scope']}); check number {check[:3]} {check[3:]}",
+        file=sys.stderr,
+    )
+    print(data["token"], file=out)
+    return 0

@@ -174,9 +174,10 @@ class Revoked(msgspec.Struct, kw_only=True):
 
 def is_open(settings: Settings, phones: Phones) -> bool:
     """Today's open gateway: loopback (or a 0600 socket), no admin token, no phone paired,
-    and not ``--auth always``."""
+    no ``--public-url`` (a tunnel's requests come from loopback) and not ``--auth always``."""
     return (
         settings.auth != "always"
+        and not settings.public_urls
         and not settings.needs_token
         and not settings.token
         and not phones.any_paired
