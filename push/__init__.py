@@ -1,8 +1,8 @@
 """Push for Collie: the limits (P1), once per ask (P3), payloads (P2, X1), the APNs and FCM
 senders, and signed webhooks (S6). It never imports ``collie_gateway``.
 
-Pure: ``limits``, ``payloads``, ``models``, ``errors``. I/O: ``apns``, ``fcm``, ``sender``,
-``webhook``, ``once`` (SQLite).
+Pure: ``limits``, ``payloads``, ``models``, ``errors``, ``once``. I/O: ``apns``, ``fcm``,
+``sender``, ``webhook``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from push.models import (
     Outcome,
     Provider,
 )
-from push.once import OnceStore, SqliteOnce, once_key
+from push.once import once_key
 from push.payloads import (
     DEFAULT_TTL,
     ApnsRequest,
@@ -75,7 +75,6 @@ __all__ = [
     "ManyAsksNotification",
     "Notification",
     "OnDelivery",
-    "OnceStore",
     "Outcome",
     "PayloadTooLarge",
     "Provider",
@@ -90,7 +89,6 @@ __all__ = [
     "Send",
     "ServiceAccount",
     "SignatureError",
-    "SqliteOnce",
     "Strings",
     "Summary",
     "Throttled",
