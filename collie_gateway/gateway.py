@@ -3,6 +3,7 @@ reverse. No logic of its own (README: "The rooms")."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 
 from collie_gateway.core.redact import Redactor
@@ -12,6 +13,7 @@ from collie_gateway.services.answers import Answers
 from collie_gateway.services.chats import ChatConfig, Chats
 from collie_gateway.services.crew import Crew
 from collie_gateway.services.phonebus import PhoneBus
+from collie_gateway.services.phones import Phones
 from collie_gateway.services.pushing import PushConfig, Pushing
 from collie_gateway.services.router import (
     AnswerSink,
@@ -32,6 +34,7 @@ from collie_gateway.store.kv import KvRepo
 from collie_gateway.store.ledger import LedgerRepo
 from collie_gateway.store.mirrors import MirrorsRepo
 from collie_gateway.store.notes import NotesRepo
+from collie_gateway.store.phones import PhonesRepo
 from collie_gateway.store.pushes import PushesRepo
 from push import Content
 from wire.messages import Ask
@@ -96,6 +99,11 @@ class Gateway:
         sections = self.crew.sections
         self.rows = Rows(s.sources, self.agents.mirror, s.catalogue, s.spaces, publish, sections)
         self.router = self._router()
+        clock, monotonic = s.clock, asyncio.get_running_loop().time
+        self.phones = Phones(
+            PhonesRepo(self.db), admin_token=s.token, clock=clock, monotonic=monotonic
+        )
+        await self.phones.start()
 
     def _member_ask(
         self, machine: str, agent: str, ask: Ask, pane: str | None, from_snapshot: bool
@@ -140,4 +148,5 @@ class Gateway:
         await self.tasks.close(finish=("crew-rows",))
         await self.chats.close()
         await self.pushing.close()
+        await self.phones.close()
         await self.db.close()

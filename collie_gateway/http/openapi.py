@@ -20,8 +20,8 @@ Handler = Callable[[Any], Awaitable[Any]]
 
 ERROR_WORDS: Mapping[int, str] = {
     400: "Bad request: a query parameter or the JSON body is not of the documented shape",
-    401: "No valid bearer token (when the gateway has one); the answer carries "
-    "`WWW-Authenticate: Bearer`",
+    401: "No valid credential (a phone's token, the page's cookie, or the admin token) where "
+    "one is needed; the answer carries `WWW-Authenticate: Bearer`",
     404: "No durable agent of that name",
     413: "The body is over 1 MiB",
 }
@@ -34,6 +34,8 @@ PATH_PARAMETERS: Mapping[str, str] = {
     "ask": "The ask's id, from the card's `ask_id` (URL-encoded)",
     "request_id": "The request id the phone sent with the tap",
     "device": "The device's id, from `POST /api/v1/devices`",
+    "pairing": "The pairing's id, from `POST /api/v1/pairings` (not the code)",
+    "phone": "The phone's id, from `GET /api/v1/phones`; `me`: the phone making the request",
     "machine": "The crew member's name in the lead's sources.json (URL-encoded)",
     "tail": "The rest of a local route after /api/v1/: agents/… or answers/… (the member's "
     "own route)",

@@ -5,9 +5,7 @@ the rules are :mod:`collie_gateway.core.phones`.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Awaitable, Callable, Iterator
-from datetime import datetime
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Final, TypeVar
 
 import msgspec
@@ -34,6 +32,7 @@ from collie_gateway.http.webpage import is_web_path
 from collie_gateway.services.phones import Ending, Paired, Phones
 from collie_gateway.settings import Settings
 from collie_gateway.views.text import LABEL_LIMIT, clean
+from wire.messages import Time
 
 PHONES = web.AppKey("phones", Phones)
 CALLER: Final = web.RequestKey("caller", Caller)
@@ -71,7 +70,7 @@ class PairingOut(msgspec.Struct, kw_only=True):
     pairing_id: str
     code: str
     link: str
-    expires_at: datetime
+    expires_at: Time
 
 
 class PairingStatus(msgspec.Struct, kw_only=True):
@@ -144,8 +143,8 @@ class PhoneRow(msgspec.Struct, kw_only=True):
     phone_id: str
     name: str
     scope: Scope
-    paired_at: datetime
-    last_seen: datetime | None
+    paired_at: Time
+    last_seen: Time | None
     last_address: str | None
 
 
@@ -245,21 +244,19 @@ async def _credential(request: web.Request, phones: Phones) -> tuple[Caller | No
 
 def caller_of(request: web.Request) -> Caller:
     """The request's caller (the open gateway when the route is public)."""
-    return request.get(CALLER, OPEN)
+    caller: Caller = request.get(CALLER, OPEN)
+    return caller
 
 
-@contextlib.contextmanager
-def phone_stream(request: web.Request, stream: Ending) -> Iterator[None]:
-    """While a live stream is open: a revoked phone's stream ends within a second."""
+def phone_stream(request: web.Request, stream: Ending) -> Callable[[], None]:
+    """A live stream opened: a revoked phone's stream ends within a second. Call what this
+    returns when the stream closes."""
     phone_id = caller_of(request).phone_id
+    if phone_id is None:
+        return lambda: None
     phones = request.app[PHONES]
-    if phone_id is not None:
-        phones.stream_opened(phone_id, stream)
-    try:
-        yield
-    finally:
-        if phone_id is not None:
-            phones.stream_closed(phone_id, stream)
+    phones.stream_opened(phone_id, stream)
+    return lambda: phones.stream_closed(phone_id, stream)
 
 
 # --- the routes --------------------------------------------------------------------------------

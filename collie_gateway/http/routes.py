@@ -47,6 +47,7 @@ from collie_gateway.http.crew_routes import (
 )
 from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING, ROWS, SETTINGS
 from collie_gateway.http.openapi import Param, Route, flag_param, openapi_document
+from collie_gateway.http.phones import PHONE_ROUTES, phone_stream
 from collie_gateway.http.responses import encoded, http_error, json_error
 from collie_gateway.services.crew import CrewInfo
 from collie_gateway.services.links import expect
@@ -157,6 +158,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     screen = request.query.get("screen") or None
     stream_id = "s-" + secrets.token_hex(8)
     sub, replay = bus.subscribe(last)
+    unfollow = phone_stream(request, sub)  # a revoked phone's stream ends
     resp = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -197,6 +199,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     finally:
         if pinger is not None:
             pinger.stop()
+        unfollow()
         sub.close()
         pushing.stream_closed(stream_id)
     with contextlib.suppress(ConnectionResetError):
@@ -875,6 +878,7 @@ CREW_ROUTES: list[Route] = [
     ),
 ]
 ROUTES += CREW_ROUTES
+ROUTES += PHONE_ROUTES
 
 
 def add_routes(app: web.Application) -> None:

@@ -27,6 +27,7 @@ from typing import TypeVar
 import aiosqlite
 
 from collie_gateway.errors import StoreError
+from collie_gateway.store.phones import MIGRATION as PHONES_MIGRATION
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (key, device)
     ) WITHOUT ROWID;
     """,
+    PHONES_MIGRATION,
 )
 
 T = TypeVar("T")
