@@ -12,6 +12,7 @@ import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from collie_gateway.core.answers import Record
 from collie_gateway.core.phones import (
     OPEN,
     Caller,
@@ -25,6 +26,7 @@ from collie_gateway.core.phones import (
     may_revoke,
     origin_ok,
 )
+from collie_gateway.http.api import Tapper
 from collie_gateway.http.keys import SETTINGS
 from collie_gateway.http.openapi import Route
 from collie_gateway.http.responses import encoded, http_error, json_error
@@ -246,6 +248,15 @@ def caller_of(request: web.Request) -> Caller:
     """The request's caller (the open gateway when the route is public)."""
     caller: Caller = request.get(CALLER, OPEN)
     return caller
+
+
+async def tapper(request: web.Request, record: Record | None) -> Tapper | None:
+    """The phone the ledger names for a tap, with its name (revoked or not)."""
+    phone_id = record.tap.phone if record is not None else None
+    if phone_id is None:
+        return None
+    phone = await request.app[PHONES].repo.phone(phone_id)
+    return Tapper(phone_id=phone_id, name=phone.name if phone else phone_id)
 
 
 def phone_stream(request: web.Request, stream: Ending) -> Callable[[], None]:

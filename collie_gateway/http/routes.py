@@ -47,7 +47,7 @@ from collie_gateway.http.crew_routes import (
 )
 from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING, ROWS, SETTINGS
 from collie_gateway.http.openapi import Param, Route, flag_param, openapi_document
-from collie_gateway.http.phones import PHONE_ROUTES, phone_stream
+from collie_gateway.http.phones import PHONE_ROUTES, caller_of, phone_stream, tapper
 from collie_gateway.http.responses import encoded, http_error, json_error
 from collie_gateway.services.crew import CrewInfo
 from collie_gateway.services.links import expect
@@ -604,13 +604,18 @@ async def answer_ask(request: web.Request) -> web.Response:
         return encoded(_answer_view(request, body.request_id, TapOutcome.REFUSED, refused, None))
     try:
         result = await answers.answer(
-            agent, request.match_info["ask"], body.request_id, body.version, body.answer
+            agent,
+            request.match_info["ask"],
+            body.request_id,
+            body.version,
+            body.answer,
+            caller_of(request).phone_id,
         )
     except AnswerMisfit as exc:
         return json_error(400, "bad_request", str(exc))  # nothing sent, nothing recorded
-    return encoded(
-        _answer_view(request, result.request_id, result.outcome, result.reason, result.record)
-    )
+    view = _answer_view(request, result.request_id, result.outcome, result.reason, result.record)
+    view.phone = await tapper(request, result.record)
+    return encoded(view)
 
 
 async def answer_status(request: web.Request) -> web.Response:
@@ -620,7 +625,9 @@ async def answer_status(request: web.Request) -> web.Response:
     if record is None:
         return json_error(404, "not_found", "no answer with that request id")
     outcome = record.outcome or TapOutcome.UNCERTAIN
-    return encoded(_answer_view(request, record.tap.request_id, outcome, record.reason, record))
+    view = _answer_view(request, record.tap.request_id, outcome, record.reason, record)
+    view.phone = await tapper(request, record)
+    return encoded(view)
 
 
 def _answer_view(

@@ -79,15 +79,22 @@ class Answers:
         self._replies: set[asyncio.Future[Fetched]] = set()  # answers on their way
 
     async def answer(
-        self, agent: str, ask_id: str, request_id: str, version: int, answer: Answer
+        self,
+        agent: str,
+        ask_id: str,
+        request_id: str,
+        version: int,
+        answer: Answer,
+        phone: str | None = None,
     ) -> Result:
-        """Take one tap: record, claim, send once, settle (spec T1).
+        """Take one tap of ``phone`` (its id; None: the admin token or the open gateway):
+        record, claim, send once, settle (spec T1).
 
         Raises:
             AnswerMisfit: the answer does not fit the mirrored ask (wire §8); nothing was
                 recorded or sent.
         """
-        tap = Tap(request_id, agent, ask_id, version, _encoder.encode(answer))
+        tap = Tap(request_id, agent, ask_id, version, _encoder.encode(answer), phone)
         ask = self.agents.find_ask(agent, ask_id)
         card = None if ask is None else card_facts(ask, self.catalogue, self.redact)
         refused = self.agents.version_warning(agent) or refusal(
@@ -100,6 +107,9 @@ class Answers:
             result = await self.ledger.tap(tap, lambda t: self._send(t, answer))
         else:
             result = await self.ledger.refuse(tap, refused)  # nothing is sent
+        log.info(
+            "answer %s to %s/%s by phone %s: %s", request_id, agent, ask_id, phone, result.outcome
+        )
         if result.conflict:
             reason = self.catalogue["refused_conflict"]
             return Result(Outcome.REFUSED, reason, request_id, True, result.record)
