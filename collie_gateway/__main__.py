@@ -25,7 +25,8 @@ from typing import Any
 
 from aiohttp import web
 
-from collie_gateway import serving
+from collie_gateway import phones_cli, serving
+from collie_gateway.core.phones import spaced_fingerprint
 from collie_gateway.core.redact import redactor_from_env
 from collie_gateway.errors import ConfigError, GatewayError
 from collie_gateway.http.app import create_app
@@ -74,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     _common(demo)
     demo.add_argument("--state-dir", type=Path, default=None, help="where the demo keeps files")
     _bridge_parser(sub)
+    phones_cli.add_commands(sub)
     return parser
 
 
@@ -114,6 +116,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--strings", type=Path, default=None, help="JSON file overriding phone strings")
     p.add_argument("-v", "--verbose", action="store_true", help="log every link change")
+    phones_cli.add_serve_options(p)
 
 
 def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
@@ -252,6 +255,9 @@ def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
         push_targets=push_targets_from_env(os.environ),
         **push_options_from_env(os.environ),
         unix_path=args.unix,
+        auth=args.auth,
+        public_urls=tuple(args.public_url),
+        tls=phones_cli.tls_from_args(args),
     )
 
 
@@ -272,8 +278,12 @@ def _serve(settings: Settings) -> int:
         settings.unix_path.unlink(missing_ok=True)
         print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}")
         return serving.serve(app, unix_path=settings.unix_path)  # SIGTERM/SIGINT: README, Stopping
-    print(f"collie-gateway: phone API on http://{settings.host}:{settings.port}/api/v1/dashboard")
-    return serving.serve(app, host=settings.host, port=settings.port)
+    scheme = "https" if settings.tls is not None else "http"
+    print(f"collie-gateway: phone API on {scheme}://{settings.host}:{settings.port}/api/v1/dashboard")
+    if settings.tls is not None:
+        print(f"  TLS certificate SHA-256: {spaced_fingerprint(settings.tls.fingerprint)}")
+    tls = settings.tls.server_context() if settings.tls is not None else None
+    return serving.serve(app, host=settings.host, port=settings.port, ssl_context=tls)
 
 
 def _free_port() -> int:
@@ -345,6 +355,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "bridge":
         return _bridge(args)
+    if args.command in phones_cli.COMMANDS:
+        try:
+            return phones_cli.run(args)
+        except GatewayError as exc:
+            print(f"collie-gateway: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

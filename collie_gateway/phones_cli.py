@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Protocol, TextIO
+from urllib.parse import urlsplit
 
 import aiohttp
 import segno
@@ -28,10 +29,54 @@ from collie_gateway.errors import ConfigError
 from collie_gateway.services.phones import Phones
 from collie_gateway.store.database import Database
 from collie_gateway.store.phones import PhonesRepo
+from collie_gateway.tls import Tls, self_signed, self_signed_paths
 from collie_gateway.tls import fingerprint as cert_fingerprint
-from collie_gateway.tls import self_signed_paths
+from collie_gateway.tls import load as load_tls
 
 POLL: Final = 0.5  # seconds between two looks at a pairing while ``pair`` waits
+COMMANDS: Final = frozenset({"pair", "phones", "redeem"})
+
+
+def add_serve_options(p: argparse.ArgumentParser) -> None:
+    """``serve`` and ``demo``'s options of phones: ``--auth``, ``--public-url``, TLS."""
+    p.add_argument(
+        "--auth",
+        choices=["auto", "always"],
+        default="auto",
+        help="always: a credential on loopback too (auto: loopback is open until a phone pairs)",
+    )
+    p.add_argument(
+        "--public-url",
+        action="append",
+        default=[],
+        help="an address phones use (a tunnel, a LAN address), put in pairing links (repeat)",
+    )
+    p.add_argument("--tls-cert", type=Path, default=None, help="serve TLS with this certificate")
+    p.add_argument("--tls-key", type=Path, default=None, help="the key of --tls-cert")
+    p.add_argument(
+        "--tls",
+        choices=["self-signed"],
+        default=None,
+        help="self-signed: a certificate made once, kept beside the database",
+    )
+
+
+def tls_from_args(args: argparse.Namespace) -> Tls | None:
+    """The TLS the options ask for, or None.
+
+    Raises:
+        ConfigError: half of --tls-cert/--tls-key, both kinds, or files that do not load.
+    """
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ConfigError("--tls-cert and --tls-key go together")
+    if args.tls_cert is not None:
+        if args.tls is not None:
+            raise ConfigError("--tls self-signed or --tls-cert/--tls-key, not both")
+        return load_tls(args.tls_cert, args.tls_key)
+    if args.tls == "self-signed":
+        hosts = [args.host, *(urlsplit(u).hostname or "" for u in args.public_url)]
+        return self_signed(args.db, datetime.now(UTC), [h for h in hosts if h])
+    return None
 
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
