@@ -654,7 +654,7 @@ async def register_device(request: web.Request) -> web.Response:
     """Register or refresh a phone's push token (APNs or FCM); the same token, the same id."""
     body = await body_of(request, DeviceIn)
     try:
-        device_id = await request.app[PUSHING].register(body)
+        device_id = await request.app[PUSHING].register(body, caller_of(request).phone_id)
     except DeviceError as exc:
         return json_error(400, "bad_request", str(exc))
     return encoded(DeviceRegistered(device_id=device_id))

@@ -181,8 +181,9 @@ class Pushing:
 
     # --- devices -------------------------------------------------------------------------
 
-    async def register(self, body: DeviceIn) -> str:
-        """Register or refresh a token; the device id (the same for the same token).
+    async def register(self, body: DeviceIn, phone: str | None = None) -> str:
+        """Register or refresh a token for ``phone`` (its id: revoking it removes the token);
+        the device id (the same for the same token).
 
         Raises:
             DeviceError: a malformed token or key.
@@ -202,7 +203,7 @@ class Pushing:
                 raise DeviceError("the key must be 32 bytes (AES-256)")
         environment = body.environment or Environment(self.config.apns_environment)
         now = self.clock().timestamp()
-        return await self.repo.register(body.provider, token, environment, key, now)
+        return await self.repo.register(body.provider, token, environment, key, now, phone)
 
     async def remove(self, device_id: str) -> bool:
         """Forget a device; whether it was registered."""

@@ -34,7 +34,7 @@ MIGRATION: Final = """
         last_seen TEXT,
         last_address TEXT,
         revoked_at TEXT
-    ) WITHOUT ROWID;
+    );
     CREATE TABLE pairings (
         pairing_id TEXT PRIMARY KEY,
         code_hash TEXT NOT NULL UNIQUE,
@@ -191,7 +191,7 @@ class PhonesRepo:
         def read(conn: sqlite3.Connection) -> list[Phone]:
             rows = conn.execute(
                 f"SELECT {_PHONE_COLUMNS} FROM phones WHERE revoked_at IS NULL "
-                "ORDER BY paired_at, phone_id"
+                "ORDER BY paired_at, rowid"
             ).fetchall()
             return [_phone(row) for row in rows]
 

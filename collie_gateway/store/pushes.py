@@ -107,8 +107,10 @@ class PushesRepo:
         environment: Environment,
         key: bytes | None,
         now: float,
+        phone: str | None = None,
     ) -> str:
-        """Register or refresh a token; the device id (the same for the same token)."""
+        """Register or refresh a token of ``phone``; the device id (the same for the same
+        token)."""
         async with self.db.transaction() as db:
             async with db.execute(
                 "SELECT id FROM devices WHERE provider = ? AND token = ?", (provider.value, token)
@@ -116,11 +118,11 @@ class PushesRepo:
                 row = await cur.fetchone()
             device_id = str(row[0]) if row else "d-" + secrets.token_hex(8)
             await db.execute(
-                "INSERT INTO devices(id, provider, token, environment, key, registered_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
+                "INSERT INTO devices(id, provider, token, environment, key, registered_at, phone)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
                 " environment=excluded.environment, key=excluded.key,"
-                " registered_at=excluded.registered_at",
-                (device_id, provider.value, token, environment.value, key, now),
+                " registered_at=excluded.registered_at, phone=excluded.phone",
+                (device_id, provider.value, token, environment.value, key, now, phone),
             )
         return device_id
 
