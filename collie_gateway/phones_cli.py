@@ -235,10 +235,17 @@ class _File:
 class _Http:
     """Through the running gateway's API, with the admin token."""
 
-    def __init__(self, url: str, token: str | None) -> None:
+    def __init__(self, url: str, token: str | None, db_path: Path) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
-        self.session = aiohttp.ClientSession(headers=headers)
+        # The gateway's own self-signed certificate, kept beside its file, is pinned.
+        kept = self_signed_paths(db_path)[0]
+        ssl: aiohttp.Fingerprint | bool = True
+        if kept.exists():
+            ssl = aiohttp.Fingerprint(bytes.fromhex(cert_fingerprint(kept.read_bytes())))
+        self.session = aiohttp.ClientSession(
+            headers=headers, connector=aiohttp.TCPConnector(ssl=ssl)
+        )
 
     async def _call(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
         try:
@@ -276,7 +283,7 @@ class _Http:
 @asynccontextmanager
 async def _backend(args: argparse.Namespace) -> AsyncIterator[_Backend]:
     if args.url:
-        http = _Http(args.url, os.environ.get("COLLIE_TOKEN") or None)
+        http = _Http(args.url, os.environ.get("COLLIE_TOKEN") or None, args.db)
         try:
             yield http
         finally:
