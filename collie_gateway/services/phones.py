@@ -101,6 +101,7 @@ class Phones:
         self._seen: dict[str, tuple[datetime, str | None]] = {}
         self._written: dict[str, datetime] = {}
         self._watcher: asyncio.Task[None] | None = None
+        self._writes: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         """Read which phones are paired, and notice from now on those revoked elsewhere."""
@@ -114,6 +115,7 @@ class Phones:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
             self._watcher = None
+        await asyncio.gather(*self._writes, return_exceptions=True)
         await self._write_seen()
 
     @property
@@ -205,7 +207,13 @@ class Phones:
         if last is None or now - last >= SEEN_EVERY:
             self._written[phone_id] = now
             task = asyncio.create_task(self._write_seen(), name="phones-seen")
-            task.add_done_callback(_log_failure)
+            self._writes.add(task)
+            task.add_done_callback(self._written_seen)
+
+    def _written_seen(self, task: asyncio.Task[None]) -> None:
+        self._writes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("writing when phones were last seen failed: %s", task.exception())
 
     async def _write_seen(self) -> None:
         seen, self._seen = self._seen, {}
@@ -277,6 +285,3 @@ def _with_seen(phone: Phone, when: datetime, address: str | None) -> Phone:
     return replace(phone, last_seen=when, last_address=address)
 
 
-def _log_failure(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("writing when phones were last seen failed: %s", task.exception())
