@@ -171,3 +171,20 @@ async def test_redeem_a_used_code(tls_gateway: tuple[str, Path, str]) -> None:
     args: Any = _parser().parse_args(["redeem", link.group(1), "--name", "b", "--url", url])
     with pytest.raises(ConfigError, match="This code was already used"):
         await asyncio.to_thread(run, args, io.StringIO())
+
+
+async def test_over_tls_the_pages_cookie_is_secure(tls_gateway: tuple[str, Path, str]) -> None:
+    url, db, fingerprint = tls_gateway
+    _, shown = await cli("pair", "--url", url, "--db", str(db), "--no-wait")
+    link = re.search(r"link:\s+(\S+)", shown)
+    assert link is not None
+    body = {"code": PairingLink.parse(link.group(1)).code, "name": "page", "session": True}
+    pin = aiohttp.Fingerprint(bytes.fromhex(fingerprint))
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(url + "/api/v1/pair", json=body, ssl=pin, headers={"Origin": url}) as resp,
+    ):
+        assert resp.status == 200
+        cookie = resp.headers["Set-Cookie"]
+    for part in ("HttpOnly", "SameSite=Strict", "Secure"):
+        assert part in cookie
