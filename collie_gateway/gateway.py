@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
+from collie_gateway.core.answers import Tap
 from collie_gateway.core.redact import Redactor
 from collie_gateway.services.agents import Agents
 from collie_gateway.services.answering import Answering
@@ -104,6 +105,16 @@ class Gateway:
             PhonesRepo(self.db), admin_token=s.token, clock=clock, monotonic=monotonic
         )
         await self.phones.start()
+        self.answers.on_accepted = self._answered
+
+    def _answered(self, tap: Tap) -> None:
+        """An answer the agent took: the webhooks are told which phone gave it."""
+        self.tasks.spawn(self._tell_answered(tap), "answered")
+
+    async def _tell_answered(self, tap: Tap) -> None:
+        phone = await self.phones.repo.phone(tap.phone) if tap.phone else None
+        named = {"phone_id": phone.phone_id, "name": phone.name} if phone else None
+        self.pushing.answered(tap.agent, tap.ask_id, tap.request_id, named)
 
     def _member_ask(
         self, machine: str, agent: str, ask: Ask, pane: str | None, from_snapshot: bool

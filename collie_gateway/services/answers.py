@@ -75,6 +75,8 @@ class Answers:
         self.clock = clock
         self.redact = redact
         self.publish = publish
+        #: Told of each answer the agent took (the gateway tells the webhooks who gave it).
+        self.on_accepted: Callable[[Tap], None] | None = None
         self.cards = CardStates()
         self._replies: set[asyncio.Future[Fetched]] = set()  # answers on their way
 
@@ -113,6 +115,7 @@ class Answers:
         if result.conflict:
             reason = self.catalogue["refused_conflict"]
             return Result(Outcome.REFUSED, reason, request_id, True, result.record)
+        self._accepted(result)
         return self._remember(tap, result)
 
     async def lookup(self, request_id: str) -> Record | None:
@@ -198,3 +201,8 @@ class Answers:
     def _settled(self, agent: str, result: Result) -> None:
         payload = {"agent": agent, "request_id": result.request_id, "outcome": result.outcome}
         self.publish("answer.settled", payload)
+        self._accepted(result)
+
+    def _accepted(self, result: Result) -> None:
+        if result.outcome is Outcome.ACCEPTED and result.record and self.on_accepted:
+            self.on_accepted(result.record.tap)

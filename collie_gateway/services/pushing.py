@@ -419,6 +419,26 @@ class Pushing:
         entry = self._entry(agent, ask, delivery.device_id, delivery.outcome.value, reason)
         await self._write_log(dataclasses.replace(entry, provider_id=delivery.provider_id))
 
+    def answered(
+        self, agent: str, ask_id: str, request_id: str, phone: dict[str, str] | None
+    ) -> None:
+        """An answer the agent took: each webhook is told which phone gave it (no texts)."""
+        answered = {"ask_id": ask_id, "request_id": request_id, "phone": phone}
+        body = msgspec.json.encode({"machine": self.machine, "agent": agent, "answered": answered})
+        for hook in self.targets.webhooks:
+            task = asyncio.create_task(self._post_answered(hook, body, request_id), name="webhook")
+            self._hooks.add(task)
+            task.add_done_callback(self._hooks.discard)
+
+    async def _post_answered(self, hook: WebhookTarget, body: bytes, request_id: str) -> None:
+        try:
+            # The same id on every try and for the same tap: a receiver drops duplicates.
+            result = await hook.post(body, webhook_id=webhook_id("answered\0" + request_id))
+            if not result.ok:
+                log.info("webhook of answer %s failed: %s", request_id, result.reason)
+        except Exception:
+            log.exception("webhook of answer %s failed", request_id)
+
     def _spawn_hook(self, hook: WebhookTarget, key: str, agent: str, ask: Ask) -> None:
         task = asyncio.create_task(self._webhook(hook, key, agent, ask), name="webhook")
         self._hooks.add(task)

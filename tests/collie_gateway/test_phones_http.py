@@ -17,8 +17,11 @@ from aiohttp.test_utils import TestClient
 from collie_gateway.core.mirror import LinkState
 from collie_gateway.core.phones import PairingLink, check_number, token_hash
 from collie_gateway.gateway import Gateway
+from collie_gateway.services.targets import PushTargets
 from collie_gateway.sources import Source
+from push import Content, WebhookTarget
 from tests.collie_gateway.conftest import Rig, eventually
+from tests.collie_gateway.push_fixtures import receiver
 from tests.collie_gateway.test_answers_http import PERMISSION, TOOL, Wire
 from wire.agent import Agent, ConversationHandle
 
@@ -451,3 +454,35 @@ async def test_huge_bodies_wrong_types_and_10000_pairings_while_other_phones_are
     assert len(served) >= 5
     assert max(served) < 2.0
     await s.call("GET", "/api/v1/dashboard", phone["token"])
+
+
+# --- who answered, told to the webhook ----------------------------------------------------------
+
+
+async def test_the_webhook_names_the_phone_whose_answer_the_agent_took(rig: Rig) -> None:
+    secret = b"whsec_phones_test"
+    async with receiver([secret]) as hook:
+
+        def targets(content: Content) -> PushTargets:
+            return PushTargets(webhooks=[WebhookTarget(hook.url, [secret], timeout=2.0)])
+
+        s = await scene(rig, push_targets=targets, machine="workshop")
+        phone = await s.phone("Pixel")
+        await s.raise_ask()
+        tap = {"request_id": "r-hook", "version": 1, "answer": {"option": "allow"}}
+        answer = await s.call("POST", AGENT + "/asks/p/answer", phone["token"], tap)
+        assert answer["outcome"] == "accepted"
+        await eventually(lambda: any("answered" in body for body in hook.accepted))
+    answered = [body for body in hook.accepted if "answered" in body]
+    assert answered == [
+        {
+            "machine": "workshop",
+            "agent": "desk",
+            "answered": {
+                "ask_id": "p",
+                "request_id": "r-hook",
+                "phone": {"phone_id": phone["phone_id"], "name": "Pixel"},
+            },
+        }
+    ]
+    assert hook.refused == []
