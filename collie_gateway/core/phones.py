@@ -57,6 +57,7 @@ class Kind(StrEnum):
     OPEN = "open"  # loopback, no phone paired, no ``--auth always``: today's open gateway
     ADMIN = "admin"  # the admin token (``COLLIE_TOKEN``)
     PHONE = "phone"  # a paired phone's token (or the page's cookie)
+    NOBODY = "nobody"  # no credential, on a route that needs none
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +71,14 @@ class Caller:
     @property
     def acts(self) -> bool:
         """Whether it may send to agents (answer, message, command, starter, register)."""
-        return self.kind is not Kind.PHONE or self.scope is Scope.ANSWER
+        if self.kind is Kind.PHONE:
+            return self.scope is Scope.ANSWER
+        return self.kind is not Kind.NOBODY
 
 
 OPEN: Final = Caller(Kind.OPEN)
 ADMIN: Final = Caller(Kind.ADMIN)
+NOBODY: Final = Caller(Kind.NOBODY, scope=Scope.READ)
 
 #: Routes (method, path template) no credential is needed for.
 PUBLIC_ROUTES: Final = frozenset({("GET", "/healthz"), ("POST", "/api/v1/pair")})
@@ -94,7 +98,7 @@ def authorize(caller: Caller | None, method: str, route: str) -> Verdict:
     key = (method, route)
     if key in PUBLIC_ROUTES:
         return Verdict.ALLOW
-    if caller is None:
+    if caller is None or caller.kind is Kind.NOBODY:
         return Verdict.UNAUTHORIZED
     if caller.kind is not Kind.PHONE:
         return Verdict.ALLOW
@@ -108,9 +112,11 @@ def authorize(caller: Caller | None, method: str, route: str) -> Verdict:
 def may_revoke(caller: Caller, target: str) -> Verdict:
     """Whether ``caller`` may revoke the phone ``target`` (``me``: itself): the admin token
     (or the open gateway) any phone, a phone only itself."""
-    if caller.kind is not Kind.PHONE:
+    if caller.kind in (Kind.OPEN, Kind.ADMIN):
         return Verdict.ALLOW
-    return Verdict.ALLOW if target in ("me", caller.phone_id) else Verdict.ADMIN_ONLY
+    if caller.kind is Kind.PHONE and target in ("me", caller.phone_id):
+        return Verdict.ALLOW
+    return Verdict.ADMIN_ONLY
 
 
 def origin_ok(method: str, origin: str | None, own: Iterable[str]) -> bool:

@@ -14,6 +14,7 @@ from aiohttp.typedefs import Middleware
 
 from collie_gateway.core.answers import Record
 from collie_gateway.core.phones import (
+    NOBODY,
     OPEN,
     Caller,
     CodeState,
@@ -245,8 +246,8 @@ async def _credential(request: web.Request, phones: Phones) -> tuple[Caller | No
 
 
 def caller_of(request: web.Request) -> Caller:
-    """The request's caller (the open gateway when the route is public)."""
-    caller: Caller = request.get(CALLER, OPEN)
+    """The request's caller (nobody, on a public route without a credential)."""
+    caller: Caller = request.get(CALLER, NOBODY)
     return caller
 
 

@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 
 SEEN_EVERY: Final = timedelta(minutes=1)  # ours: a phone's last_seen is written this often
 WATCH_EVERY: Final = 0.5  # seconds: a phone revoked from the CLI (in the file) is noticed
-NAME_CHARS: Final = 64
 
 
 class Ending(Protocol):

@@ -197,6 +197,14 @@ def test_a_phone_revokes_itself_only() -> None:
     assert phones.may_revoke(READER, "p-2") is Verdict.ADMIN_ONLY
     assert phones.may_revoke(ADMIN, "p-2") is Verdict.ALLOW
     assert phones.may_revoke(OPEN, "p-2") is Verdict.ALLOW
+    assert phones.may_revoke(phones.NOBODY, "me") is Verdict.ADMIN_ONLY
+
+
+def test_nobody_acts_and_nobody_passes_where_a_credential_is_needed() -> None:
+    assert not phones.NOBODY.acts
+    assert (OPEN.acts, ADMIN.acts, ANSWERER.acts, READER.acts) == (True, True, True, False)
+    assert phones.authorize(phones.NOBODY, "GET", "/api/v1/dashboard") is Verdict.UNAUTHORIZED
+    assert phones.authorize(phones.NOBODY, "POST", "/api/v1/pair") is Verdict.ALLOW
 
 
 def test_the_page_changes_state_only_from_its_own_origin() -> None:
