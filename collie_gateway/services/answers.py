@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime
+from typing import Protocol
 from urllib.parse import quote
 
 import msgspec
@@ -20,19 +21,38 @@ import msgspec
 from collie_gateway.core.answers import CardState, Outcome, Record, Tap, card_state
 from collie_gateway.core.refusal import misfit_reason, refusal
 from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
-from collie_gateway.services.agents import Agents
 from collie_gateway.services.answering import Answering, Result
-from collie_gateway.services.links import Fetched, expect
+from collie_gateway.services.links import AgentClient, Fetched, expect
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.cards import card_facts
-from wire.messages import Answer, AskResolved, Reply, ReplyResult, decode
+from wire.messages import Answer, Ask, AskResolved, Reply, ReplyResult, decode
 
 log = logging.getLogger(__name__)
 
 ANSWER_GRACE = 0.5  # ours: at a stop, answers on their way get this long to settle
 
 _encoder = msgspec.json.Encoder()
+
+
+class AgentCalls(Protocol):
+    """What the answer path needs of the agents (``services/agents.py``)."""
+
+    def find_ask(self, agent: str, ask_id: str) -> Ask | None:
+        """The open ask, as mirrored."""
+        ...
+
+    def version_warning(self, agent: str) -> str | None:
+        """R5's box for an agent refused for its wire version, else None."""
+        ...
+
+    def client(self, agent: str) -> AgentClient:
+        """The agent's HTTP client (raises when nothing may be sent)."""
+        ...
+
+    def ready(self) -> list[str]:
+        """The agents whose link is ready now."""
+        ...
 
 
 class CardStates:
@@ -62,7 +82,7 @@ class Answers:
 
     def __init__(
         self,
-        agents: Agents,
+        agents: AgentCalls,
         ledger: Answering,
         catalogue: Catalogue,
         clock: Callable[[], datetime],
