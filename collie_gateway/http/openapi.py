@@ -283,10 +283,13 @@ def openapi_document(routes: Iterable[Route], error: type[Any]) -> dict[str, Any
         "paths": paths,
         "components": {
             "schemas": dict(sorted(components.items())),
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "page": {"type": "apiKey", "in": "cookie", "name": "collie_session"},
+            },
         },
-        # A gateway on loopback may run without a token; then no header is needed.
-        "security": [{}, {"bearer": []}],
+        # A gateway on loopback may run without a credential until a phone pairs.
+        "security": [{}, {"bearer": []}, {"page": []}],
     }
 
 
@@ -306,6 +309,13 @@ starts with `reset`: read the screens again.
 **Retries.** Every command carries a `request_id` the phone makes once per tap; sending the
 same request again (after a timeout, a lost connection or a restart of either side) reaches the
 agent at most once and answers with the first outcome.
+
+**Credentials.** A phone pairs once (`POST /api/v1/pair` with a one-time code from
+`collie-gateway pair` or `POST /api/v1/pairings`) and sends its own token on every request:
+`Authorization: Bearer <token>`. A `read` phone's answers, messages, commands, starters and
+device registrations are refused 403 `read_only`; a revoked token answers 401. The web
+companion holds its token in the `collie_session` cookie instead, and its requests that change
+something must carry the gateway's own `Origin` (else 403 `wrong_origin`).
 
 **null.** A field that is null means "nothing to show", never "unknown": a count is null when
 the spec hides it (a waiting count of zero, D5; the open asks of a row that waits for nothing,
