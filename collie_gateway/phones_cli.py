@@ -387,6 +387,8 @@ async def _redeem(args: argparse.Namespace, out: TextIO) -> int:
     if resp.status != 200:
         raise ConfigError(f"{url}: {data.get('message')}")
     check = data["check"]
+    if link.fingerprint:  # for a crew entry's "fingerprint"
+        print(f"fingerprint: sha256:{link.fingerprint}", file=sys.stderr)
     print(
         f"paired as {data['phone_id']} ({data['scope']}); check number {check[:3]} {check[3:]}",
         file=sys.stderr,
