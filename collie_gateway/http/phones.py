@@ -337,7 +337,10 @@ async def pair(request: web.Request) -> web.Response:
     except web.HTTPBadRequest:
         phones.failed(request.remote)  # garbage counts as a wrong code
         raise
-    name = clean(body.name, LABEL_LIMIT).text
+    name = clean(body.name, LABEL_LIMIT).text.strip()
+    if not name:
+        phones.failed(request.remote)
+        return json_error(400, "bad_request", "name: no visible characters")
     result = await phones.pair(body.code, name, body.scope, body.public_key, request.remote)
     if not isinstance(result, Paired):
         if result.retry_after is not None:

@@ -428,6 +428,8 @@ async def test_huge_bodies_wrong_types_and_10000_pairings_while_other_phones_are
         assert (await resp.json())["error"] == "bad_request"
     wrong = await s.client.post("/api/v1/pair", json={"code": "x", "name": "y", "admin": True})
     assert wrong.status == 400  # an unknown field
+    blank = await s.client.post("/api/v1/pair", json={"code": "x", "name": "\u200b\x07 "})
+    assert await blank.json() == {"error": "bad_request", "message": "name: no visible characters"}
     statuses: dict[int, int] = {}
     served: list[float] = []
 
@@ -449,8 +451,8 @@ async def test_huge_bodies_wrong_types_and_10000_pairings_while_other_phones_are
     await asyncio.gather(*(attacker(500) for _ in range(20)))  # 10,000 attempts
     stop.set()
     await watcher
-    # The four garbage bodies and the unknown field counted as failures: 5 wrong codes more.
-    assert statuses == {400: 5, 429: 9_995}
+    # The four garbage bodies, the unknown field and the blank name counted as failures.
+    assert statuses == {400: 4, 429: 9_996}
     assert len(served) >= 5
     assert max(served) < 2.0
     await s.call("GET", "/api/v1/dashboard", phone["token"])
