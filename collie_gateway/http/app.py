@@ -11,6 +11,7 @@ from collie_gateway.errors import ConfigError
 from collie_gateway.gateway import Gateway
 from collie_gateway.http import routes
 from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING, ROWS, SETTINGS
+from collie_gateway.http.language import LANGUAGES, language_headers
 from collie_gateway.http.phones import LINK_PARTS, PHONES, auth_middleware
 from collie_gateway.http.responses import json_error
 from collie_gateway.http.webpage import add_web_routes
@@ -82,6 +83,8 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
     middlewares: list[Middleware] = [json_errors, auth_middleware(settings)]
     app = web.Application(middlewares=middlewares, client_max_size=1024 * 1024)
     app[SETTINGS] = settings
+    app[LANGUAGES] = settings.languages
+    app.on_response_prepare.append(language_headers)
     fingerprint = settings.tls.fingerprint if settings.tls is not None else None
     app[LINK_PARTS] = (settings.public_urls, fingerprint)
 
@@ -98,5 +101,5 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
     app.cleanup_ctx.append(lifespan)
     app.on_shutdown.append(_stopping)
     routes.add_routes(app)
-    add_web_routes(app, settings.catalogue)
+    add_web_routes(app)
     return app

@@ -29,6 +29,7 @@ from collie_gateway.core.phones import (
 )
 from collie_gateway.http.api import Tapper
 from collie_gateway.http.keys import SETTINGS
+from collie_gateway.http.language import words
 from collie_gateway.http.openapi import Route
 from collie_gateway.http.responses import encoded, http_error, json_error
 from collie_gateway.http.webpage import is_web_path
@@ -204,7 +205,7 @@ def auth_middleware(settings: Settings) -> Middleware:
         if is_web_path(request.path):
             return await handler(request)
         phones = request.app[PHONES]
-        cat = settings.catalogue
+        cat = words(request)
         caller, by_cookie = await _credential(request, phones)
         if caller is None and is_open(settings, phones):
             caller = OPEN
@@ -327,11 +328,10 @@ async def pair(request: web.Request) -> web.Response:
 
     More than 10 failed codes a minute from one address are answered 429 with `Retry-After`.
     """
-    settings = request.app[SETTINGS]
     phones = request.app[PHONES]
     wait = phones.retry_after(request.remote)
     if wait is not None:
-        return _too_many(settings, wait)
+        return _too_many(request, wait)
     try:
         body = await body_of(request, PairIn)
     except web.HTTPBadRequest:
@@ -344,9 +344,9 @@ async def pair(request: web.Request) -> web.Response:
     result = await phones.pair(body.code, name, body.scope, body.public_key, request.remote)
     if not isinstance(result, Paired):
         if result.retry_after is not None:
-            return _too_many(settings, result.retry_after)
+            return _too_many(request, result.retry_after)
         key = _REFUSALS[result.effect]
-        return json_error(400, key, settings.catalogue[key])
+        return json_error(400, key, words(request)[key])
     phone = result.phone
     token = None if body.session else result.token
     answer = encoded(
@@ -365,8 +365,8 @@ async def pair(request: web.Request) -> web.Response:
     return answer
 
 
-def _too_many(settings: Settings, wait: int) -> web.Response:
-    answer = json_error(429, "too_many", settings.catalogue.fmt("pair_too_many", seconds=wait))
+def _too_many(request: web.Request, wait: int) -> web.Response:
+    answer = json_error(429, "too_many", words(request).fmt("pair_too_many", seconds=wait))
     answer.headers["Retry-After"] = str(wait)
     return answer
 
@@ -382,9 +382,8 @@ async def revoke_phone(request: web.Request) -> web.Response:
     its open streams end within a second, its push registrations are removed."""
     caller = caller_of(request)
     target = request.match_info["phone"]
-    cat = request.app[SETTINGS].catalogue
     if may_revoke(caller, target) is not Verdict.ALLOW:
-        return json_error(403, "admin_only", cat["phone_admin_only"])
+        return json_error(403, "admin_only", words(request)["phone_admin_only"])
     phone_id = caller.phone_id if target == "me" and caller.phone_id else target
     if not await request.app[PHONES].revoke(phone_id):
         return json_error(404, "not_found", "no such phone")

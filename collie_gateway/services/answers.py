@@ -42,8 +42,9 @@ class AgentCalls(Protocol):
         """The open ask, as mirrored."""
         ...
 
-    def version_warning(self, agent: str) -> str | None:
-        """R5's box for an agent refused for its wire version, else None."""
+    def version_warning(self, agent: str, catalogue: Catalogue | None = None) -> str | None:
+        """R5's box for an agent refused for its wire version (in ``catalogue``'s language),
+        else None."""
         ...
 
     def client(self, agent: str) -> AgentClient:
@@ -108,22 +109,25 @@ class Answers:
         version: int,
         answer: Answer,
         phone: str | None = None,
+        catalogue: Catalogue | None = None,
     ) -> Result:
         """Take one tap of ``phone`` (its id; None: the admin token or the open gateway):
-        record, claim, send once, settle (spec T1).
+        record, claim, send once, settle (spec T1). Collie's own reasons are worded in
+        ``catalogue``'s language (default: the default's).
 
         Raises:
             AnswerMisfit: the answer does not fit the mirrored ask (wire §8); nothing was
                 recorded or sent.
         """
+        cat = catalogue or self.catalogue
         tap = Tap(request_id, agent, ask_id, version, _encoder.encode(answer), phone)
         ask = self.agents.find_ask(agent, ask_id)
-        card = None if ask is None else card_facts(ask, self.catalogue, self.redact)
-        refused = self.agents.version_warning(agent) or refusal(
-            ask, version, answer, self.catalogue, card
+        card = None if ask is None else card_facts(ask, cat, self.redact)
+        refused = self.agents.version_warning(agent, cat) or refusal(
+            ask, version, answer, cat, card
         )
         if refused is None:
-            misfit = misfit_reason(ask, version, answer, self.catalogue, self.clock())
+            misfit = misfit_reason(ask, version, answer, cat, self.clock())
             if misfit is not None:
                 raise AnswerMisfit(misfit)
             result = await self.ledger.tap(tap, lambda t: self._send(t, answer))
@@ -133,7 +137,7 @@ class Answers:
             "answer %s to %s/%s by phone %s: %s", request_id, agent, ask_id, phone, result.outcome
         )
         if result.conflict:
-            reason = self.catalogue["refused_conflict"]
+            reason = cat["refused_conflict"]
             return Result(Outcome.REFUSED, reason, request_id, True, result.record)
         self._accepted(result)
         return self._remember(tap, result)

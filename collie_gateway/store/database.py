@@ -120,6 +120,10 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (key, device)
     ) WITHOUT ROWID;
     """,
+    # The language a phone registered its pushes in (a language tag; NULL: the default).
+    """
+    ALTER TABLE devices ADD COLUMN lang TEXT;
+    """,
     PHONES_MIGRATION,
 )
 

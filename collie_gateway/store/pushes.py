@@ -22,7 +22,7 @@ SENT: Final = "sent"
 NOT_DELIVERED: Final = "no device took it (gone or refused)"
 
 _DEVICES = (
-    "SELECT id, provider, token, environment, key, registered_at FROM devices"
+    "SELECT id, provider, token, environment, key, registered_at, lang FROM devices"
     " ORDER BY registered_at"
 )
 
@@ -69,6 +69,7 @@ def _device(row: Sequence[Any]) -> Device:
         environment=Environment(str(row[3])),
         key=bytes(row[4]) if row[4] is not None else None,
         registered_at=float(row[5]),
+        lang=str(row[6]) if row[6] is not None else None,
     )
 
 
@@ -107,10 +108,11 @@ class PushesRepo:
         environment: Environment,
         key: bytes | None,
         now: float,
+        lang: str | None = None,
         phone: str | None = None,
     ) -> str:
         """Register or refresh a token of ``phone``; the device id (the same for the same
-        token)."""
+        token); its pushes are worded in ``lang`` (None: the default language)."""
         async with self.db.transaction() as db:
             async with db.execute(
                 "SELECT id FROM devices WHERE provider = ? AND token = ?", (provider.value, token)
@@ -118,11 +120,11 @@ class PushesRepo:
                 row = await cur.fetchone()
             device_id = str(row[0]) if row else "d-" + secrets.token_hex(8)
             await db.execute(
-                "INSERT INTO devices(id, provider, token, environment, key, registered_at, phone)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
+                "INSERT INTO devices(id, provider, token, environment, key, registered_at, lang,"
+                " phone) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
                 " environment=excluded.environment, key=excluded.key,"
-                " registered_at=excluded.registered_at, phone=excluded.phone",
-                (device_id, provider.value, token, environment.value, key, now, phone),
+                " registered_at=excluded.registered_at, lang=excluded.lang, phone=excluded.phone",
+                (device_id, provider.value, token, environment.value, key, now, lang, phone),
             )
         return device_id
 

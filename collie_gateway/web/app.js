@@ -3,7 +3,18 @@
 'use strict';
 (() => {
   const S = JSON.parse(document.getElementById('collie-strings').textContent);
-  const t = (key, vals) => String(S[key] ?? key).replace(/\{(\w+)\}/g,
+  // A counted string's forms by CLDR plural category; the browser's Intl picks the category.
+  const plurals = document.getElementById('collie-plurals');
+  const P = plurals ? JSON.parse(plurals.textContent) : {};
+  const LANG = document.documentElement.lang || 'en';
+  let rules = null;
+  try { rules = new Intl.PluralRules(LANG); } catch (e) { rules = null; }
+  const form = (key, vals) => {
+    const forms = P[key];
+    if (!forms || !rules || !vals || typeof vals.n !== 'number') return S[key];
+    return forms[rules.select(vals.n)] ?? forms.other ?? S[key];
+  };
+  const t = (key, vals) => String(form(key, vals) ?? key).replace(/\{(\w+)\}/g,
     (m, k) => (vals && k in vals ? String(vals[k]) : m));
   const app = document.getElementById('app');
   const net = document.getElementById('net');
@@ -398,7 +409,7 @@
     el.replaceChildren(...kids);
   }
   function fmtTime(at) {
-    try { return new Date(at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }); } catch (e) { return ''; }
+    try { return new Date(at).toLocaleTimeString(LANG, { hour: '2-digit', minute: '2-digit' }); } catch (e) { return ''; }
   }
   function lineEl(line) {
     const cls = ['item', line.kind, line.mine ? 'mine' : ''].join(' ');
