@@ -488,3 +488,24 @@ async def test_the_webhook_names_the_phone_whose_answer_the_agent_took(rig: Rig)
         }
     ]
     assert hook.refused == []
+
+
+async def test_refusals_are_worded_in_the_phones_language(rig: Rig) -> None:
+    s = await scene(rig)
+    reader = await s.phone("Tablet", scope="read")
+    wrong = await s.call(
+        "POST", "/api/v1/pair", None, {"code": "nope", "name": "x"}, status=400,
+        **{"Accept-Language": "it-IT,it;q=0.9"},
+    )  # fmt: skip
+    assert wrong["message"] == (
+        "Questo codice non è corretto. Controllalo, o creane uno nuovo con collie-gateway pair."
+    )
+    body = {"request_id": "m1", "text": "ciao"}
+    refused = await s.call(
+        "POST", CHAT + "/messages", reader["token"], body, status=403,
+        **{"Accept-Language": "pt-BR"},
+    )  # fmt: skip
+    assert refused["message"] == (
+        "Este telefone só pode ler: nada foi enviado. Responda de um telefone pareado para "
+        "responder."
+    )
