@@ -24,7 +24,8 @@ from typing import Any
 
 from aiohttp import web
 
-from collie_gateway import serving
+from collie_gateway import phones_cli, serving
+from collie_gateway.core.phones import spaced_fingerprint
 from collie_gateway.core.redact import redactor_from_env
 from collie_gateway.errors import ConfigError, GatewayError
 from collie_gateway.http.app import create_app
@@ -98,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
         help="start over: remove the demo's files from the state folder first",
     )
     _bridge_parser(sub)
+    phones_cli.add_commands(sub)
     return parser
 
 
@@ -163,6 +165,7 @@ def _common(p: argparse.ArgumentParser, db_help: str) -> None:
         action="store_true",
         help="log INFO lines too (without it: warnings, e.g. an agent unreachable, once)",
     )
+    phones_cli.add_serve_options(p)
 
 
 def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
@@ -326,6 +329,9 @@ def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
         push_targets=push_targets_from_env(os.environ),
         **push_options_from_env(os.environ),
         unix_path=args.unix,
+        auth=args.auth,
+        public_urls=tuple(args.public_url),
+        tls=phones_cli.tls_from_args(args),
     )
 
 
@@ -346,8 +352,12 @@ def _serve(settings: Settings) -> int:
         settings.unix_path.unlink(missing_ok=True)
         print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}")
         return serving.serve(app, unix_path=settings.unix_path)  # SIGTERM/SIGINT: README, Stopping
-    print(f"collie-gateway: phone API on http://{settings.host}:{settings.port}/api/v1/dashboard")
-    return serving.serve(app, host=settings.host, port=settings.port)
+    scheme = "https" if settings.tls is not None else "http"
+    print(f"collie-gateway: phone API on {scheme}://{settings.host}:{settings.port}/api/v1/dashboard")
+    if settings.tls is not None:
+        print(f"  TLS certificate SHA-256: {spaced_fingerprint(settings.tls.fingerprint)}")
+    tls = settings.tls.server_context() if settings.tls is not None else None
+    return serving.serve(app, host=settings.host, port=settings.port, ssl_context=tls)
 
 
 def _free_port() -> int:
@@ -422,6 +432,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "bridge":
         return _bridge(args)
+    if args.command in phones_cli.COMMANDS:
+        try:
+            return phones_cli.run(args)
+        except GatewayError as exc:
+            print(f"collie-gateway: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

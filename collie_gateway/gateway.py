@@ -3,8 +3,10 @@ reverse. No logic of its own (README: "The rooms")."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 
+from collie_gateway.core.answers import Tap
 from collie_gateway.core.redact import Redactor
 from collie_gateway.services.agents import Agents
 from collie_gateway.services.answering import Answering
@@ -12,6 +14,7 @@ from collie_gateway.services.answers import Answers
 from collie_gateway.services.chats import ChatConfig, Chats
 from collie_gateway.services.crew import Crew
 from collie_gateway.services.phonebus import PhoneBus
+from collie_gateway.services.phones import Phones
 from collie_gateway.services.pushing import PushConfig, Pushing
 from collie_gateway.services.router import (
     AnswerSink,
@@ -32,6 +35,7 @@ from collie_gateway.store.kv import KvRepo
 from collie_gateway.store.ledger import LedgerRepo
 from collie_gateway.store.mirrors import MirrorsRepo
 from collie_gateway.store.notes import NotesRepo
+from collie_gateway.store.phones import PhonesRepo
 from collie_gateway.store.pushes import PushesRepo
 from push import Content
 from wire.messages import Ask
@@ -101,6 +105,21 @@ class Gateway:
         sections = self.crew.sections
         self.rows = Rows(s.sources, self.agents.mirror, s.languages, s.spaces, publish, sections)
         self.router = self._router()
+        clock, monotonic = s.clock, asyncio.get_running_loop().time
+        self.phones = Phones(
+            PhonesRepo(self.db), admin_token=s.token, clock=clock, monotonic=monotonic
+        )
+        await self.phones.start()
+        self.answers.on_accepted = self._answered
+
+    def _answered(self, tap: Tap) -> None:
+        """An answer the agent took: the webhooks are told which phone gave it."""
+        self.tasks.spawn(self._tell_answered(tap), "answered")
+
+    async def _tell_answered(self, tap: Tap) -> None:
+        phone = await self.phones.repo.phone(tap.phone) if tap.phone else None
+        named = {"phone_id": phone.phone_id, "name": phone.name} if phone else None
+        self.pushing.answered(tap.agent, tap.ask_id, tap.request_id, named)
 
     def _member_ask(
         self, machine: str, agent: str, ask: Ask, pane: str | None, from_snapshot: bool
@@ -144,4 +163,5 @@ class Gateway:
         await self.tasks.close(finish=("crew-rows",))
         await self.chats.close()
         await self.pushing.close()
+        await self.phones.close()
         await self.db.close()

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import signal
+import ssl
 import sys
 import threading
 from pathlib import Path
@@ -44,16 +45,17 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     unix_path: Path | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> int:
-    """Serve ``app`` on ``host:port`` (or the Unix socket ``unix_path``) until a signal;
-    the exit code (0 after a clean stop).
+    """Serve ``app`` on ``host:port`` (with TLS when ``ssl_context``; or the Unix socket
+    ``unix_path``) until a signal; the exit code (0 after a clean stop).
 
     Raises:
         OSError: the address cannot be bound.
     """
     backstop: list[threading.Timer] = []
     try:
-        return asyncio.run(_serve(app, host, port, unix_path, backstop))
+        return asyncio.run(_serve(app, host, port, unix_path, backstop, ssl_context))
     finally:
         # Stopped in time: what the caller does next (the demo stops its agents) is its own.
         for timer in backstop:
@@ -66,6 +68,7 @@ async def _serve(
     port: int,
     unix_path: Path | None,
     backstop: list[threading.Timer],
+    ssl_context: ssl.SSLContext | None = None,
 ) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -93,7 +96,7 @@ async def _serve(
         if unix_path is not None:
             site = web.UnixSite(runner, str(unix_path))
         else:
-            site = web.TCPSite(runner, host, port)
+            site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
         await site.start()
         await stop.wait()
     finally:

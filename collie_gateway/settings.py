@@ -13,6 +13,7 @@ from collie_gateway.services.supervisor import Backoff
 from collie_gateway.services.targets import TargetsFactory
 from collie_gateway.sources import Member, Source
 from collie_gateway.strings import Catalogue, Catalogues
+from collie_gateway.tls import Tls
 
 
 def utc_now() -> datetime:
@@ -49,6 +50,9 @@ class Settings:
     bridge_backoff: Backoff = field(default_factory=Backoff)  # restarts of bridges it runs
     crew: list[Member] = field(default_factory=list)  # member machines this lead shows (W1)
     crew_answers: bool = True  # as a member: take answers given on a lead (W4, V2)
+    auth: str = "auto"  # "always": a credential on loopback too, even with no phone paired
+    public_urls: tuple[str, ...] = ()  # addresses a pairing link gives the phone
+    tls: Tls | None = None  # the certificate the phone API serves with (its fingerprint)
 
     def __post_init__(self) -> None:
         if self.catalogues is None:

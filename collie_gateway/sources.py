@@ -21,7 +21,7 @@ from collie_gateway.services.supervisor import BridgeCommand
 _ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp", "mcp", "stalwart"})
 AGENTS_DIR = Path("~/.collie/agents")  # where a bridge's socket and state go by default
 _TOP_KEYS = frozenset({"durable_agents", "crew"})
-_MEMBER_KEYS = frozenset({"name", "url", "token_env"})
+_MEMBER_KEYS = frozenset({"name", "url", "token_env", "fingerprint"})
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})  # spec D4, literally
 # Where a member's token may travel over plain http:// (it never leaves the machine).
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -61,6 +61,7 @@ class Member:
     name: str
     url: str
     token: str | None = field(default=None, repr=False)
+    fingerprint: str | None = None  # the SHA-256 of its certificate (hex), pinned when given
 
 
 def load_sources(path: Path, environ: Mapping[str, str] | None = None) -> list[Source]:
@@ -158,7 +159,9 @@ def _member(entry: object, where: str, env: Mapping[str, str]) -> Member:
     where = f"{where} ({name!r})"
     unknown = sorted(set(entry) - _MEMBER_KEYS)
     if unknown:
-        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: name, url, token_env)")
+        raise SourcesError(
+            f"{where}: unknown key {unknown[0]!r} (known: name, url, token_env, fingerprint)"
+        )
     url = entry.get("url")
     if not isinstance(url, str):
         raise SourcesError(f'{where}: "url" is required: the member gateway\'s address')
@@ -168,7 +171,24 @@ def _member(entry: object, where: str, env: Mapping[str, str]) -> Member:
     if parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
         # The member's token (and the person's answers) would cross the network in clear.
         raise SourcesError(f"{where}: url {url!r} must be https:// off loopback")
-    return Member(name=name, url=url.rstrip("/"), token=_token(entry, where, env))
+    token = _token(entry, where, env)
+    return Member(name, url.rstrip("/"), token, _fingerprint(entry, where, parts.scheme))
+
+
+def _fingerprint(entry: dict[str, object], where: str, scheme: str) -> str | None:
+    """A member's ``"fingerprint"``: ``sha256:<hex>`` as a pairing link carries it, or the
+    hex with colons as ``collie-gateway serve`` prints it."""
+    given = entry.get("fingerprint")
+    if given is None:
+        return None
+    hexed = given.removeprefix("sha256:").replace(":", "").lower() if isinstance(given, str) else ""
+    if len(hexed) != 64 or any(c not in "0123456789abcdef" for c in hexed):
+        raise SourcesError(
+            f'{where}: "fingerprint" must be a certificate\'s SHA-256 (64 hex digits)'
+        )
+    if scheme != "https":
+        raise SourcesError(f'{where}: "fingerprint" needs an https:// url')
+    return hexed
 
 
 def _name(entry: dict[str, object], where: str) -> str:

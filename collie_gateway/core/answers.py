@@ -9,7 +9,7 @@ answer it is refused and nothing is applied. The store runs these decisions in t
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from msgspec import Struct
@@ -72,6 +72,7 @@ class Tap:
     ask_id: str
     version: int
     answer: bytes  # the canonical JSON of the answer
+    phone: str | None = field(default=None, compare=False)  # who tapped (not the tap's identity)
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,12 +164,27 @@ class AnswerView(msgspec.Struct, kw_only=True):
         settled: False while the gateway still tries to hand the answer over (after a lost
             link or a restart): watch for `answer.settled`.
         card: What the card says now.
+        phone: The phone that tapped, when a phone did (not the admin token, nor a gateway
+            open on loopback).
     """
 
     request_id: str
     outcome: TapOutcome
     settled: bool
     card: OutcomeLine
+    phone: Tapper | None = None
+
+
+class Tapper(msgspec.Struct, kw_only=True):
+    """The phone that tapped.
+
+    Attributes:
+        phone_id: Its id (`GET /api/v1/phones`).
+        name: The name it paired with.
+    """
+
+    phone_id: str
+    name: str
 
 
 class NewStarter(msgspec.Struct, kw_only=True):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
@@ -13,8 +12,9 @@ from collie_gateway.gateway import Gateway
 from collie_gateway.http import routes
 from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING, ROWS, SETTINGS
 from collie_gateway.http.language import LANGUAGES, language_headers
+from collie_gateway.http.phones import LINK_PARTS, PHONES, auth_middleware
 from collie_gateway.http.responses import json_error
-from collie_gateway.http.webpage import add_web_routes, is_web_path
+from collie_gateway.http.webpage import add_web_routes
 from collie_gateway.settings import Settings
 
 #: The gateway the app opened (or was given): for tests and benchmarks; the routes use the
@@ -22,7 +22,6 @@ from collie_gateway.settings import Settings
 GATEWAY = web.AppKey("gateway", Gateway)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-_OPEN_PATHS = frozenset({"/healthz"})
 
 
 def check_settings(settings: Settings) -> None:
@@ -36,29 +35,6 @@ def check_settings(settings: Settings) -> None:
             f"the phone API on {settings.host} needs a bearer token: set COLLIE_TOKEN "
             "(only 127.0.0.1 may go without one)"
         )
-
-
-def _auth_middleware(token: str) -> Middleware:
-    expected = token.encode()
-
-    @web.middleware
-    async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in _OPEN_PATHS or is_web_path(request.path):
-            return await handler(request)
-        header = request.headers.get("Authorization", "")
-        scheme, _, given = header.partition(" ")
-        ok = (
-            scheme.lower() == "bearer"
-            and bool(given)
-            and hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected)
-        )
-        if not ok:
-            refused = json_error(401, "unauthorized", "a valid bearer token is required")
-            refused.headers["WWW-Authenticate"] = 'Bearer realm="collie-gateway"'
-            return refused
-        return await handler(request)
-
-    return auth
 
 
 _CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
@@ -104,19 +80,20 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
         ConfigError: as :func:`check_settings`.
     """
     check_settings(settings)
-    middlewares: list[Middleware] = [json_errors]
-    if settings.token:
-        middlewares.append(_auth_middleware(settings.token))
+    middlewares: list[Middleware] = [json_errors, auth_middleware(settings)]
     app = web.Application(middlewares=middlewares, client_max_size=1024 * 1024)
     app[SETTINGS] = settings
     app[LANGUAGES] = settings.languages
     app.on_response_prepare.append(language_headers)
+    fingerprint = settings.tls.fingerprint if settings.tls is not None else None
+    app[LINK_PARTS] = (settings.public_urls, fingerprint)
 
     async def lifespan(app: web.Application) -> AsyncIterator[None]:
         gw = gateway if gateway is not None else await Gateway.open(settings)
         app[GATEWAY] = gw
         app[AGENTS], app[ROWS], app[CHATS] = gw.agents, gw.rows, gw.chats
         app[ANSWERS], app[PUSHING], app[CREW], app[BUS] = gw.answers, gw.pushing, gw.crew, gw.bus
+        app[PHONES] = gw.phones
         yield
         if gateway is None:
             await gw.close()

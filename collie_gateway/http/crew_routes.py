@@ -19,6 +19,7 @@ from collie_gateway.core.answers import TapOutcome, tap_state
 from collie_gateway.errors import AgentUnreachable
 from collie_gateway.http.keys import BUS, CREW, SETTINGS
 from collie_gateway.http.language import words
+from collie_gateway.http.phones import caller_of
 from collie_gateway.http.responses import http_error, json_error
 from collie_gateway.services.crew import (
     CREW_VERSION,
@@ -57,11 +58,10 @@ async def crew_info(request: web.Request) -> web.Response:
     """What this gateway can do as a crew member (W4, V2).
 
     The crew version it speaks, its machine name, and whether it takes answers given on a
-    lead (V2)."""
+    lead (V2): not from a lead paired with the ``read`` scope."""
     settings = request.app[SETTINGS]
-    return _json(
-        CrewInfo(crew=CREW_VERSION, machine=settings.machine, answers=settings.crew_answers)
-    )
+    answers = settings.crew_answers and caller_of(request).acts
+    return _json(CrewInfo(crew=CREW_VERSION, machine=settings.machine, answers=answers))
 
 
 def crew_refusal(request: web.Request) -> str | None:

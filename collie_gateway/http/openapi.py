@@ -20,8 +20,8 @@ Handler = Callable[[Any], Awaitable[Any]]
 
 ERROR_WORDS: Mapping[int, str] = {
     400: "Bad request: a query parameter or the JSON body is not of the documented shape",
-    401: "No valid bearer token (when the gateway has one); the answer carries "
-    "`WWW-Authenticate: Bearer`",
+    401: "No valid credential (a phone's token, the page's cookie, or the admin token) where "
+    "one is needed; the answer carries `WWW-Authenticate: Bearer`",
     404: "No durable agent of that name",
     413: "The body is over 1 MiB",
 }
@@ -34,6 +34,8 @@ PATH_PARAMETERS: Mapping[str, str] = {
     "ask": "The ask's id, from the card's `ask_id` (URL-encoded)",
     "request_id": "The request id the phone sent with the tap",
     "device": "The device's id, from `POST /api/v1/devices`",
+    "pairing": "The pairing's id, from `POST /api/v1/pairings` (not the code)",
+    "phone": "The phone's id, from `GET /api/v1/phones`; `me`: the phone making the request",
     "machine": "The crew member's name in the lead's sources.json (URL-encoded)",
     "tail": "The rest of a local route after /api/v1/: agents/… or answers/… (the member's "
     "own route)",
@@ -281,10 +283,13 @@ def openapi_document(routes: Iterable[Route], error: type[Any]) -> dict[str, Any
         "paths": paths,
         "components": {
             "schemas": dict(sorted(components.items())),
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "page": {"type": "apiKey", "in": "cookie", "name": "collie_session"},
+            },
         },
-        # A gateway on loopback may run without a token; then no header is needed.
-        "security": [{}, {"bearer": []}],
+        # A gateway on loopback may run without a credential until a phone pairs.
+        "security": [{}, {"bearer": []}, {"page": []}],
     }
 
 
@@ -304,6 +309,13 @@ starts with `reset`: read the screens again.
 **Retries.** Every command carries a `request_id` the phone makes once per tap; sending the
 same request again (after a timeout, a lost connection or a restart of either side) reaches the
 agent at most once and answers with the first outcome.
+
+**Credentials.** A phone pairs once (`POST /api/v1/pair` with a one-time code from
+`collie-gateway pair` or `POST /api/v1/pairings`) and sends its own token on every request:
+`Authorization: Bearer <token>`. A `read` phone's answers, messages, commands, starters and
+device registrations are refused 403 `read_only`; a revoked token answers 401. The web
+companion holds its token in the `collie_session` cookie instead, and its requests that change
+something must carry the gateway's own `Origin` (else 403 `wrong_origin`).
 
 **null.** A field that is null means "nothing to show", never "unknown": a count is null when
 the spec hides it (a waiting count of zero, D5; the open asks of a row that waits for nothing,

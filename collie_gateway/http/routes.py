@@ -54,6 +54,7 @@ from collie_gateway.http.crew_routes import (
 from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING, ROWS, SETTINGS
 from collie_gateway.http.language import named_language, stream_language, words
 from collie_gateway.http.openapi import Param, Route, flag_param, openapi_document
+from collie_gateway.http.phones import PHONE_ROUTES, caller_of, phone_stream, tapper
 from collie_gateway.http.responses import encoded, http_error, json_error
 from collie_gateway.services.crew import CrewInfo
 from collie_gateway.services.links import expect
@@ -167,6 +168,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     screen = request.query.get("screen") or None
     stream_id = "s-" + secrets.token_hex(8)
     sub, replay = bus.subscribe(last, stream_language(request))
+    unfollow = phone_stream(request, sub)  # a revoked phone's stream ends
     resp = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -207,6 +209,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     finally:
         if pinger is not None:
             pinger.stop()
+        unfollow()
         sub.close()
         pushing.stream_closed(stream_id)
     with contextlib.suppress(ConnectionResetError):
@@ -622,13 +625,14 @@ async def answer_ask(request: web.Request) -> web.Response:
             body.request_id,
             body.version,
             body.answer,
+            caller_of(request).phone_id,
             catalogue=words(request),
         )
     except AnswerMisfit as exc:
         return json_error(400, "bad_request", str(exc))  # nothing sent, nothing recorded
-    return encoded(
-        _answer_view(request, result.request_id, result.outcome, result.reason, result.record)
-    )
+    view = _answer_view(request, result.request_id, result.outcome, result.reason, result.record)
+    view.phone = await tapper(request, result.record)
+    return encoded(view)
 
 
 async def answer_status(request: web.Request) -> web.Response:
@@ -638,7 +642,9 @@ async def answer_status(request: web.Request) -> web.Response:
     if record is None:
         return json_error(404, "not_found", "no answer with that request id")
     outcome = record.outcome or TapOutcome.UNCERTAIN
-    return encoded(_answer_view(request, record.tap.request_id, outcome, record.reason, record))
+    view = _answer_view(request, record.tap.request_id, outcome, record.reason, record)
+    view.phone = await tapper(request, record)
+    return encoded(view)
 
 
 def _answer_view(
@@ -665,7 +671,8 @@ async def register_device(request: web.Request) -> web.Response:
     """Register or refresh a phone's push token (APNs or FCM); the same token, the same id."""
     body = await body_of(request, DeviceIn)
     try:
-        device_id = await request.app[PUSHING].register(body, named_language(request))
+        language, phone = named_language(request), caller_of(request).phone_id
+        device_id = await request.app[PUSHING].register(body, language, phone)
     except DeviceError as exc:
         return json_error(400, "bad_request", str(exc))
     return encoded(DeviceRegistered(device_id=device_id))
@@ -897,6 +904,7 @@ CREW_ROUTES: list[Route] = [
     ),
 ]
 ROUTES += CREW_ROUTES
+ROUTES += PHONE_ROUTES
 
 
 def add_routes(app: web.Application) -> None:

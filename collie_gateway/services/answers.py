@@ -96,6 +96,8 @@ class Answers:
         self.clock = clock
         self.redact = redact
         self.publish = publish
+        #: Told of each answer the agent took (the gateway tells the webhooks who gave it).
+        self.on_accepted: Callable[[Tap], None] | None = None
         self.cards = CardStates()
         self._replies: set[asyncio.Future[Fetched]] = set()  # answers on their way
 
@@ -106,17 +108,19 @@ class Answers:
         request_id: str,
         version: int,
         answer: Answer,
+        phone: str | None = None,
         catalogue: Catalogue | None = None,
     ) -> Result:
-        """Take one tap: record, claim, send once, settle (spec T1). Collie's own reasons
-        are worded in ``catalogue``'s language (default: the default's).
+        """Take one tap of ``phone`` (its id; None: the admin token or the open gateway):
+        record, claim, send once, settle (spec T1). Collie's own reasons are worded in
+        ``catalogue``'s language (default: the default's).
 
         Raises:
             AnswerMisfit: the answer does not fit the mirrored ask (wire §8); nothing was
                 recorded or sent.
         """
         cat = catalogue or self.catalogue
-        tap = Tap(request_id, agent, ask_id, version, _encoder.encode(answer))
+        tap = Tap(request_id, agent, ask_id, version, _encoder.encode(answer), phone)
         ask = self.agents.find_ask(agent, ask_id)
         card = None if ask is None else card_facts(ask, cat, self.redact)
         refused = self.agents.version_warning(agent, cat) or refusal(
@@ -129,9 +133,13 @@ class Answers:
             result = await self.ledger.tap(tap, lambda t: self._send(t, answer))
         else:
             result = await self.ledger.refuse(tap, refused)  # nothing is sent
+        log.info(
+            "answer %s to %s/%s by phone %s: %s", request_id, agent, ask_id, phone, result.outcome
+        )
         if result.conflict:
             reason = cat["refused_conflict"]
             return Result(Outcome.REFUSED, reason, request_id, True, result.record)
+        self._accepted(result)
         return self._remember(tap, result)
 
     async def lookup(self, request_id: str) -> Record | None:
@@ -217,3 +225,8 @@ class Answers:
     def _settled(self, agent: str, result: Result) -> None:
         payload = {"agent": agent, "request_id": result.request_id, "outcome": result.outcome}
         self.publish("answer.settled", payload)
+        self._accepted(result)
+
+    def _accepted(self, result: Result) -> None:
+        if result.outcome is Outcome.ACCEPTED and result.record and self.on_accepted:
+            self.on_accepted(result.record.tap)

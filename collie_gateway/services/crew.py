@@ -198,8 +198,12 @@ class MemberLink:
         # else (never in a log line, never in repr).
         headers = {"Authorization": f"Bearer {member.token}"} if member.token else {}
         headers[LEAD_HEADER] = "1"
+        # A member with a certificate of its own (self-signed): only that one is accepted.
+        pin = member.fingerprint
+        ssl = aiohttp.Fingerprint(bytes.fromhex(pin)) if pin else True
         self.session = aiohttp.ClientSession(
             headers=headers,
+            connector=aiohttp.TCPConnector(ssl=ssl),
             timeout=aiohttp.ClientTimeout(
                 total=None, connect=timing.connect, sock_connect=timing.connect
             ),

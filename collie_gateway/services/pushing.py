@@ -190,10 +190,12 @@ class Pushing:
 
     # --- devices -------------------------------------------------------------------------
 
-    async def register(self, body: DeviceIn, asked: str | None = None) -> str:
-        """Register or refresh a token; the device id (the same for the same token). Its
-        pushes are worded in ``body.lang``, else ``asked`` (the language its request named),
-        else the default language.
+    async def register(
+        self, body: DeviceIn, asked: str | None = None, phone: str | None = None
+    ) -> str:
+        """Register or refresh a token for ``phone`` (its id: revoking it removes the token);
+        the device id (the same for the same token). Its pushes are worded in ``body.lang``,
+        else ``asked`` (the language its request named), else the default language.
 
         Raises:
             DeviceError: a malformed token, key or language tag.
@@ -214,7 +216,7 @@ class Pushing:
                 raise DeviceError("the key must be 32 bytes (AES-256)")
         environment = body.environment or Environment(self.config.apns_environment)
         now = self.clock().timestamp()
-        return await self.repo.register(body.provider, token, environment, key, now, lang)
+        return await self.repo.register(body.provider, token, environment, key, now, lang, phone)
 
     def _language(self, tag: str) -> str:
         """A registered language tag as the gateway spells it (``it-IT``: ``it``); a tag of a
@@ -440,6 +442,26 @@ class Pushing:
                 reason = f"token gone, but the phone registered again ({reason})"
         entry = self._entry(agent, ask, delivery.device_id, delivery.outcome.value, reason)
         await self._write_log(dataclasses.replace(entry, provider_id=delivery.provider_id))
+
+    def answered(
+        self, agent: str, ask_id: str, request_id: str, phone: dict[str, str] | None
+    ) -> None:
+        """An answer the agent took: each webhook is told which phone gave it (no texts)."""
+        answered = {"ask_id": ask_id, "request_id": request_id, "phone": phone}
+        body = msgspec.json.encode({"machine": self.machine, "agent": agent, "answered": answered})
+        for hook in self.targets.webhooks:
+            task = asyncio.create_task(self._post_answered(hook, body, request_id), name="webhook")
+            self._hooks.add(task)
+            task.add_done_callback(self._hooks.discard)
+
+    async def _post_answered(self, hook: WebhookTarget, body: bytes, request_id: str) -> None:
+        try:
+            # The same id on every try and for the same tap: a receiver drops duplicates.
+            result = await hook.post(body, webhook_id=webhook_id("answered\0" + request_id))
+            if not result.ok:
+                log.info("webhook of answer %s failed: %s", request_id, result.reason)
+        except Exception:
+            log.exception("webhook of answer %s failed", request_id)
 
     def _spawn_hook(
         self, hook: WebhookTarget, key: str, agent: str, ask: Ask, pane: str | None

@@ -27,6 +27,7 @@ from typing import TypeVar
 import aiosqlite
 
 from collie_gateway.errors import StoreError
+from collie_gateway.store.phones import MIGRATION as PHONES_MIGRATION
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE devices ADD COLUMN lang TEXT;
     """,
+    PHONES_MIGRATION,
 )
 
 T = TypeVar("T")

@@ -118,12 +118,14 @@ class LedgerRepo:
         return found is not None
 
 
-_COLUMNS = "request_id, agent, ask_id, version, answer, attempts, settled, outcome, reason"
+_COLUMNS = (
+    "request_id, agent, ask_id, version, answer, attempts, settled, outcome, reason, phone"
+)
 
 
 def _row(row: tuple[Any, ...]) -> Record:
-    rid, agent, ask_id, version, answer, attempts, settled, outcome, reason = tuple(row)
-    tap = Tap(str(rid), str(agent), str(ask_id), int(version), bytes(answer))
+    rid, agent, ask_id, version, answer, attempts, settled, outcome, reason, phone = tuple(row)
+    tap = Tap(str(rid), str(agent), str(ask_id), int(version), bytes(answer), phone)
     return Record(
         tap=tap,
         attempts=int(attempts),
@@ -156,7 +158,7 @@ def _update_sync(conn: sqlite3.Connection, rec: Record, now: str) -> None:
 
 _INSERT = (
     f"INSERT INTO answers({_COLUMNS}, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _UPDATE = (
     "UPDATE answers SET attempts = ?, settled = ?, outcome = ?, reason = ?, updated_at = ? "
@@ -177,6 +179,7 @@ def _insert_args(rec: Record, now: str) -> tuple[object, ...]:
         int(rec.settled),
         outcome,
         rec.reason,
+        t.phone,
         now,
         now,
     )

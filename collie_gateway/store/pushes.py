@@ -109,9 +109,10 @@ class PushesRepo:
         key: bytes | None,
         now: float,
         lang: str | None = None,
+        phone: str | None = None,
     ) -> str:
-        """Register or refresh a token; the device id (the same for the same token); its
-        pushes are worded in ``lang`` (None: the default language)."""
+        """Register or refresh a token of ``phone``; the device id (the same for the same
+        token); its pushes are worded in ``lang`` (None: the default language)."""
         async with self.db.transaction() as db:
             async with db.execute(
                 "SELECT id FROM devices WHERE provider = ? AND token = ?", (provider.value, token)
@@ -119,11 +120,11 @@ class PushesRepo:
                 row = await cur.fetchone()
             device_id = str(row[0]) if row else "d-" + secrets.token_hex(8)
             await db.execute(
-                "INSERT INTO devices(id, provider, token, environment, key, registered_at, lang)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
+                "INSERT INTO devices(id, provider, token, environment, key, registered_at, lang,"
+                " phone) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
                 " environment=excluded.environment, key=excluded.key,"
-                " registered_at=excluded.registered_at, lang=excluded.lang",
-                (device_id, provider.value, token, environment.value, key, now, lang),
+                " registered_at=excluded.registered_at, lang=excluded.lang, phone=excluded.phone",
+                (device_id, provider.value, token, environment.value, key, now, lang, phone),
             )
         return device_id
 

@@ -49,25 +49,22 @@
   const newId = () => (crypto.randomUUID ? crypto.randomUUID()
     : Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join(''));
 
-  // --- the API: the token goes in a header, never in a URL ---------------------------------
+  // --- the API: the page's credential is its HttpOnly cookie (set when it pairs) ------------
   class NeedToken extends Error {}
-  const token = () => store.getItem('collie-token') || '';
   function headers(extra) {
-    const out = Object.assign({ Accept: 'application/json' }, extra || {});
-    if (token()) out.Authorization = 'Bearer ' + token();
-    return out;
+    return Object.assign({ Accept: 'application/json' }, extra || {});
   }
   async function api(path, body) {
     const init = { headers: headers(body ? { 'Content-Type': 'application/json' } : null), cache: 'no-store' };
     if (body !== undefined) { init.method = 'POST'; init.body = JSON.stringify(body); }
     const resp = await fetch(path, init);
-    if (resp.status === 401) { askToken(); throw new NeedToken(); }
+    if (resp.status === 401) { askCode(); throw new NeedToken(); }
     const data = await resp.json().catch(() => ({}));
     if (!resp.ok) { const err = new Error(data.message || String(resp.status)); err.data = data; err.status = resp.status; throw err; }
     return data;
   }
 
-  // --- the live stream: fetch-based SSE (EventSource sends no Authorization header) ---------
+  // --- the live stream: fetch-based SSE (read as it arrives) --------------------------------
   let lastId = null;
   let streamId = null;
   let streamCtl = null;
@@ -95,7 +92,7 @@
         if (lastId) extra['Last-Event-ID'] = lastId;
         const resp = await fetch('/api/v1/events?screen=' + enc(screenName()),
           { headers: headers(extra), cache: 'no-store', signal: streamCtl.signal });
-        if (resp.status === 401) { askToken(); return; }
+        if (resp.status === 401) { askCode(); return; }
         if (!resp.ok || !resp.body) throw new Error('stream ' + resp.status);
         const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
         let buf = '';
@@ -769,24 +766,31 @@
     const b = document.getElementById('menu-button'); if (b) b.setAttribute('aria-expanded', 'false');
   }
 
-  // --- the token, off loopback: asked once, kept, sent as a header ---------------------------
+  // --- pairing: a page without a credential asks for a code (collie-gateway pair) -----------
   let asking = false;
-  function askToken() {
-    if (asking) return;
+  function askCode(problem) {
+    if (asking && !problem) return;
     asking = true;
-    streamGen += 1;  // no stream without the token: the loop ends, and says nothing
+    streamGen += 1;  // no stream without a credential: the loop ends, and says nothing
     if (streamCtl) streamCtl.abort();
     setOnline(true);
-    const wrong = token() !== '';
-    const input = h('input', { type: 'password', id: 'token', autocomplete: 'current-password' });
-    show(top(h('h1', { text: t('web_title') })), h('form', { class: 'token', onsubmit: (e) => {
+    const input = h('input', { type: 'text', id: 'code', autocomplete: 'one-time-code', spellcheck: 'false', autocapitalize: 'off' });
+    const send = h('button', { class: 'primary', type: 'submit', text: t('web_pair_save') });
+    show(top(h('h1', { text: t('web_title') })), h('form', { class: 'token', onsubmit: async (e) => {
       e.preventDefault();
-      store.setItem('collie-token', input.value.trim());
+      send.disabled = true;
+      let resp = null;
+      try {
+        resp = await fetch('/api/v1/pair', { method: 'POST', cache: 'no-store',
+          headers: headers({ 'Content-Type': 'application/json' }),
+          body: JSON.stringify({ code: input.value.trim(), name: t('web_pair_name'), session: true }) });
+      } catch (err) { askCode(t('web_failed')); return; }
+      if (!resp.ok) { const data = await resp.json().catch(() => ({})); askCode(data.message || t('web_failed')); return; }
       asking = false;
       start();
-    } }, h('h2', { text: t('web_token_title') }), wrong ? h('p', { class: 'error', role: 'alert', text: t('web_token_wrong') }) : null,
-    h('label', { for: 'token', text: t('web_token_label') }), input,
-    h('button', { class: 'primary', type: 'submit', text: t('web_token_save') })));
+    } }, h('h2', { text: t('web_pair_title') }), problem ? h('p', { class: 'error', role: 'alert', text: problem }) : null,
+    h('p', { text: t('web_pair_hint') }),
+    h('label', { for: 'code', text: t('web_pair_label') }), input, send));
     view = null;
     input.focus();
   }

@@ -41,6 +41,7 @@ class GatewayProcess:
         self.args = list(args)
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
+        self.ssl: aiohttp.Fingerprint | bool = True  # a self-signed member: its pin
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self, ready: int = 1, crew_ready: int = 0) -> None:
@@ -60,7 +61,10 @@ class GatewayProcess:
             assert self.proc is not None
             assert self.proc.returncode is None, self.log.read_text(errors="replace")
             try:
-                async with aiohttp.ClientSession() as http, http.get(self.base + "/healthz") as r:
+                async with (
+                    aiohttp.ClientSession() as http,
+                    http.get(self.base + "/healthz", ssl=self.ssl) as r,
+                ):
                     body: dict[str, int] = await r.json()
                     return body["ready"] >= ready and body.get("crew_ready", 0) >= crew_ready
             except aiohttp.ClientError:
@@ -87,13 +91,16 @@ class GatewayProcess:
         self.proc = None
 
     async def get(self, path: str) -> dict[str, Any]:
-        async with aiohttp.ClientSession() as http, http.get(self.base + path) as r:
+        async with aiohttp.ClientSession() as http, http.get(self.base + path, ssl=self.ssl) as r:
             assert r.status == 200, await r.text()
             result: dict[str, Any] = await r.json()
             return result
 
     async def post(self, path: str, body: object) -> dict[str, Any]:
-        async with aiohttp.ClientSession() as http, http.post(self.base + path, json=body) as r:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(self.base + path, json=body, ssl=self.ssl) as r,
+        ):
             assert r.status == 200, await r.text()
             result: dict[str, Any] = await r.json()
             return result

@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Page, async_playwright, expect
 
@@ -567,45 +568,96 @@ async def test_C2_C3_markdown_shows_rendered_while_written(
     no_errors(page)
 
 
-# --- off loopback: the token, once, in a header ----------------------------------------------
+# --- without a credential: the page pairs with a code into an HttpOnly cookie (issue 21) ---
+
+ADMIN = "s3cret-token"
+WRONG_CODE = "This code is not right. Check it, or make a new one with collie-gateway pair."
 
 
-async def test_web_token_asked_once_and_sent_as_a_header(
+async def admin_call(s: Site, method: str, path: str, body: object = None) -> Any:
+    base = s.live.url.rstrip("/")
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.request(method, base + path, json=body, headers=headers) as resp,
+    ):
+        return await resp.json()
+
+
+async def test_web_pairs_with_a_code_into_a_cookie_no_script_reads(
     rig: Rig, browser: Browser, closing: Any
 ) -> None:
-    s = await site(rig, closing, token="s3cret-token")
+    s = await site(rig, closing, token=ADMIN)
+    made = await admin_call(s, "POST", "/api/v1/pairings", {})
     page = await open_page(browser, s.live.url)
     urls: list[str] = []
-    authed: list[str] = []
-
-    def seen(request: Any) -> None:
-        urls.append(request.url)
-        if request.headers.get("authorization") == "Bearer s3cret-token":
-            authed.append(request.url)
-
-    page.on("request", seen)
-    await expect(page.get_by_text("This gateway needs its token")).to_be_visible()
+    page.on("request", lambda request: urls.append(request.url))
+    await expect(page.get_by_role("heading", name="Pair this page")).to_be_visible()
     assert await serious_violations(page) == []
     await page.wait_for_timeout(300)
-    await expect(page.locator("#net")).to_be_hidden()  # no stream without a token: no alarm
-    await shot(page, "token-light")
-    await page.get_by_label("Token").fill("wrong")
-    await page.get_by_role("button", name="Continue").click()
-    await expect(page.get_by_text("That token was not accepted.")).to_be_visible()
-    await page.get_by_label("Token").fill("s3cret-token")
-    await page.get_by_role("button", name="Continue").click()
+    await expect(page.locator("#net")).to_be_hidden()  # no stream without a credential: no alarm
+    await shot(page, "pair-light")
+    await page.get_by_label("Pairing code").fill("wrong-code")
+    await page.get_by_role("button", name="Pair").click()
+    await expect(page.get_by_role("alert")).to_have_text(WRONG_CODE)
+    await page.get_by_label("Pairing code").fill(made["code"].upper())
+    await page.get_by_role("button", name="Pair").click()
     await expect(page.locator("li[data-agent=desk]")).to_be_visible()
-    await page.reload()  # asked once: kept
+    (cookie,) = [c for c in await page.context.cookies() if c["name"] == "collie_session"]
+    assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/")
+    assert await page.evaluate("document.cookie") == ""  # no script can read the credential
+    stored = await page.evaluate("JSON.stringify(Object.entries(localStorage))")
+    assert "collie." not in stored
+    await page.reload()  # paired once: kept
     await expect(page.locator("li[data-agent=desk]")).to_be_visible()
-    await s.conv.append(kind="notice", text="live with a token")
     await page.locator("li[data-agent=desk] a").click()
     await page.get_by_role("link", name=re.compile("Tidy up")).click()
-    await expect(page.locator("#thread")).to_contain_text("live with a token")
-    await s.conv.append(kind="notice", text="streamed with a token")
-    await expect(page.locator("#thread")).to_contain_text("streamed with a token")
-    assert any("/api/v1/events" in u for u in authed)
-    assert not [u for u in urls if "s3cret" in u]
+    await s.conv.append(kind="notice", text="streamed to a paired page")
+    await expect(page.locator("#thread")).to_contain_text("streamed to a paired page")
+    assert not [u for u in urls if "collie." in u or made["code"] in u]
+    phones = await admin_call(s, "GET", "/api/v1/phones")
+    assert [p["name"] for p in phones["phones"]] == ["Web companion"]
     no_errors(page)
+
+
+async def test_web_a_page_of_another_origin_cannot_answer_with_the_cookie(
+    rig: Rig, browser: Browser, closing: Any
+) -> None:
+    s = await site(rig, closing, token=ADMIN)
+    await s.conv.ask(id="p", kind="permission", title="Run ls?", tool=TOOL, options=PERMISSION)
+    await eventually(lambda: s.gw.agents.find_ask("desk", "p") is not None)
+    made = await admin_call(s, "POST", "/api/v1/pairings", {})
+    page = await open_page(browser, s.live.url)
+    await page.get_by_label("Pairing code").fill(made["code"])
+    await page.get_by_role("button", name="Pair").click()
+    await expect(page.locator("li[data-agent=desk]")).to_be_visible()
+
+    # Another origin on the same machine (same site: the Strict cookie is sent along).
+    async def evil_page(request: web.Request) -> web.Response:
+        return web.Response(text="<p>another site</p>", content_type="text/html")
+
+    evil = web.Application()
+    evil.router.add_get("/", evil_page)
+    runner = web.AppRunner(evil)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        other = page.context.pages[0]
+        await other.goto(f"http://127.0.0.1:{runner.addresses[0][1]}/")
+        target = s.live.url + "api/v1/agents/desk/asks/p/answer"
+        tap = {"request_id": "evil-1", "version": 1, "answer": {"option": "allow"}}
+        await other.evaluate(
+            "([url, body]) => fetch(url, {method: 'POST', mode: 'no-cors', credentials: 'include',"
+            " headers: {'Content-Type': 'text/plain'}, body: JSON.stringify(body)})"
+            ".catch(() => null)",
+            [target, tap],
+        )
+        await asyncio.sleep(0.3)
+    finally:
+        await runner.cleanup()
+    answered = await admin_call(s, "GET", "/api/v1/answers/evil-1")
+    assert answered["error"] == "not_found"  # refused before anything was recorded or sent
+    assert s.gw.agents.find_ask("desk", "p") is not None
 
 
 # --- accessibility and screenshots, light and dark --------------------------------------------
