@@ -8,13 +8,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from bridges.acp.bridge import AcpBridge
 from bridges.acp.jsonrpc import MAX_LINE
+from bridges.serving import serve_until_stopped
 
 
 def parser(prog: str = "collie-gateway bridge acp") -> argparse.ArgumentParser:
@@ -72,23 +72,9 @@ async def _serve(args: argparse.Namespace, command: list[str]) -> int:
     bridge = AcpBridge(
         command=command, state_path=args.state, cwds=args.cwd, max_line=args.max_line
     )
-    try:
-        await bridge.start()
-    except (OSError, RuntimeError) as exc:
-        print(f"bridge acp: {exc}", file=sys.stderr)
-        await bridge.close()
-        return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        await bridge.serve_unix(args.socket)
-        print(f"bridge acp: serving {bridge.agent.hello.runtime} on {args.socket}", flush=True)
-        await stop.wait()
-    finally:
-        await bridge.close()
-    return 0
+    return await serve_until_stopped(
+        bridge, "acp", args.socket, lambda: bridge.agent.hello.runtime, (OSError, RuntimeError)
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

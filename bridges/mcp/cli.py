@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from bridges.serving import serve_until_stopped
 
 DEFAULT_PORT = 8790
 
@@ -91,23 +92,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from bridges.mcp.bridge import McpBridge
 
     bridge = McpBridge(state_path=args.state, port=args.port, idle=args.idle)
-    try:
-        await bridge.start()
-    except OSError as exc:
-        print(f"bridge mcp: {exc}", file=sys.stderr)
-        await bridge.close()
-        return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        await bridge.serve_unix(args.socket)
-        print(f"bridge mcp: serving {bridge.url} on {args.socket}", flush=True)
-        await stop.wait()
-    finally:
-        await bridge.close()
-    return 0
+    return await serve_until_stopped(bridge, "mcp", args.socket, lambda: bridge.url)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
