@@ -74,7 +74,36 @@ def _parser() -> argparse.ArgumentParser:
     _common(demo)
     demo.add_argument("--state-dir", type=Path, default=None, help="where the demo keeps files")
     _bridge_parser(sub)
+    _relay_parser(sub)
     return parser
+
+
+def _relay_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``relay``: the push relay an app's publisher runs (push/relay)."""
+    from push.relay.cli import add_arguments
+
+    relay = sub.add_parser(
+        "relay",
+        help="run the push relay for the native app (APNs/FCM credentials: as for serve)",
+        description="A Web Push service in front of APNs and FCM that forwards encrypted "
+        "pushes it cannot read. Credentials come from COLLIE_APNS_* and "
+        "COLLIE_FCM_SERVICE_ACCOUNT, as for serve.",
+    )
+    add_arguments(relay)
+
+
+def _relay(args: argparse.Namespace) -> int:
+    from push.relay.cli import run
+
+    factory = push_targets_from_env(os.environ)
+    if factory is None:
+        raise ConfigError("the relay needs APNs or FCM credentials (COLLIE_APNS_*, COLLIE_FCM_*)")
+    content = Content(strings=Catalogue())
+    return run(
+        args,
+        lambda: factory(content).senders,
+        lambda app, host, port: serving.serve(app, host=host, port=port),
+    )
 
 
 def _bridge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -353,6 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             check_args(args)
             return _serve(_settings(args, args.sources))
+        if args.command == "relay":
+            return _relay(args)
         return _demo(args)
     except (GatewayError, ValueError) as exc:
         print(f"collie-gateway: {exc}", file=sys.stderr)

@@ -1,8 +1,9 @@
-"""Push for Collie: the limits (P1), once per ask (P3), payloads (P2, X1), the APNs and FCM
-senders, and signed webhooks (S6). It never imports ``collie_gateway``.
+"""Push for Collie: the limits (P1), once per ask (P3), payloads (P2, X1), the APNs, FCM and
+Web Push senders, withdrawals, the relay, and signed webhooks (S6). It never imports
+``collie_gateway``.
 
-Pure: ``limits``, ``payloads``, ``models``, ``errors``. I/O: ``apns``, ``fcm``, ``sender``,
-``webhook``, ``once`` (SQLite).
+Pure: ``limits``, ``payloads``, ``models``, ``errors``, ``vapid``. I/O: ``apns``, ``fcm``,
+``webpush``, ``sender``, ``webhook``, ``once`` (SQLite), ``relay`` (a server).
 """
 
 from __future__ import annotations
@@ -25,10 +26,15 @@ from push.models import (
     Delivery,
     Device,
     Environment,
+    Forwarded,
     ManyAsksNotification,
+    Message,
     Notification,
     Outcome,
     Provider,
+    Urgency,
+    WebPushKeys,
+    Withdrawal,
 )
 from push.once import OnceStore, SqliteOnce, once_key
 from push.payloads import (
@@ -36,6 +42,7 @@ from push.payloads import (
     ApnsRequest,
     Content,
     Strings,
+    WebPushMessage,
     apns_id,
     apns_request,
     clean,
@@ -44,7 +51,9 @@ from push.payloads import (
     fcm_message,
     open_envelope,
     seal,
+    topic,
     valid_apns_token,
+    webpush_message,
 )
 from push.sender import Dispatcher, OnDelivery, PushSender
 from push.webhook import (
@@ -56,6 +65,7 @@ from push.webhook import (
     verify,
     webhook_id,
 )
+from push.webpush import WebPushClient, check_endpoint, subscription_keys
 
 __all__ = [
     "DEFAULT_TTL",
@@ -72,7 +82,9 @@ __all__ = [
     "Duplicate",
     "Environment",
     "FcmClient",
+    "Forwarded",
     "ManyAsksNotification",
+    "Message",
     "Notification",
     "OnDelivery",
     "OnceStore",
@@ -94,10 +106,16 @@ __all__ = [
     "Strings",
     "Summary",
     "Throttled",
+    "Urgency",
+    "WebPushClient",
+    "WebPushKeys",
+    "WebPushMessage",
     "WebhookResult",
     "WebhookTarget",
+    "Withdrawal",
     "apns_id",
     "apns_request",
+    "check_endpoint",
     "clean",
     "collapse_id",
     "cut",
@@ -106,7 +124,10 @@ __all__ = [
     "open_envelope",
     "seal",
     "sign",
+    "subscription_keys",
+    "topic",
     "valid_apns_token",
     "verify",
     "webhook_id",
+    "webpush_message",
 ]

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from push._jwt import rs256
 from push._retry import RetryPolicy, parse_retry_after
 from push.errors import PayloadTooLarge
-from push.models import Delivery, Device, Notification, Outcome, Provider
+from push.models import Delivery, Device, Message, Outcome, Provider
 from push.payloads import Content, fcm_message
 
 log = logging.getLogger(__name__)
@@ -261,7 +261,7 @@ class FcmClient:
         self.tokens_fetched += 1
         return _Access(token, now + float(expires_in))
 
-    async def send(self, device: Device, note: Notification) -> Delivery:
+    async def send(self, device: Device, note: Message) -> Delivery:
         """Send ``note`` to ``device``; the outcome, never an exception for it."""
         if device.provider is not Provider.FCM:
             return Delivery.of(device, Outcome.FAILED, reason="not an FCM device")
