@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DAILY_ALERTS,
         help=f"alerting pushes per subscription per UTC day ({DAILY_ALERTS})",
     )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every push")
 
 
 def run(args: argparse.Namespace, senders: Callable[[], Senders], serve: Serve) -> int:
