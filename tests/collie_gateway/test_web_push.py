@@ -1,0 +1,172 @@
+"""Issue 22: the web companion's service worker in Chromium (Debian's, driven by Playwright).
+
+Pushes are delivered through the DevTools protocol (``ServiceWorker.deliverPushMessage``),
+their data the plaintext the gateway encrypts (``push.webpush_message``): the worker shows the
+ask, a newer ask in the same pane replaces it, and a withdrawal closes exactly the
+notification of its ask.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import pytest
+from aiohttp import web
+from playwright.async_api import CDPSession, Page, async_playwright
+
+from collie_gateway.strings import Catalogue
+from fixtures.browser import chromium_path
+from push import (
+    AskNotification,
+    Content,
+    Device,
+    Notification,
+    Provider,
+    Withdrawal,
+    webpush_message,
+)
+from tests.push.webpush_fakes import Browser
+
+NOTIFICATIONS = (
+    "navigator.serviceWorker.getRegistration('/web/')"
+    ".then(r => r.getNotifications())"
+    ".then(ns => ns.map(n => ({title: n.title, body: n.body, tag: n.tag, data: n.data})))"
+)
+READY = """navigator.serviceWorker.register('/web/sw.js').then(r => new Promise(done => {
+  const w = r.installing || r.waiting || r.active;
+  if (w.state === 'activated') done();
+  w.addEventListener('statechange', () => { if (w.state === 'activated') done(); });
+}))"""
+
+
+def ask(n: int, pane: str = "c1") -> AskNotification:
+    return AskNotification(
+        machine="m1", agent="desk", conversation=pane, ask=f"a{n}", pane_key=f"m1/desk/{pane}",
+        pane="Deploy", title=f"Run step {n}?", line="make deploy", push_id=f"once-{n}",
+    )  # fmt: skip
+
+
+DEVICE = Device(
+    id="d-web",
+    provider=Provider.WEBPUSH,
+    token="https://push.example.org/p",
+    registered_at=0.0,
+    webpush=Browser().keys,
+)
+
+
+@dataclass
+class Worker:
+    page: Page
+    cdp: CDPSession
+    origin: str
+    registration: str
+
+    async def push(self, note: Notification | Withdrawal) -> None:
+        content = Content(strings=Catalogue())
+        data = webpush_message(DEVICE, note, content=content, now=0.0).plaintext.decode()
+        await self.push_raw(data)
+
+    async def push_raw(self, data: str) -> None:
+        await self.cdp.send(
+            "ServiceWorker.deliverPushMessage",
+            {"origin": self.origin, "registrationId": self.registration, "data": data},
+        )
+
+    async def shown(self, count: int) -> list[dict[str, Any]]:
+        """The notifications, once ``count`` show (polled, 5 s at most)."""
+        notes: list[dict[str, Any]] = []
+        for _ in range(100):
+            notes = await self.page.evaluate(NOTIFICATIONS)
+            if len(notes) == count:
+                return notes
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{len(notes)} notifications, not {count}: {notes}")
+
+
+@pytest.fixture
+async def worker() -> AsyncIterator[Worker]:
+    web_dir = resources.files("collie_gateway").joinpath("web")
+
+    async def index(request: web.Request) -> web.Response:
+        return web.Response(text="<!doctype html><title>Collie</title>", content_type="text/html")
+
+    async def sw(request: web.Request) -> web.Response:
+        body = web_dir.joinpath("sw.js").read_bytes()
+        return web.Response(body=body, content_type="text/javascript")
+
+    app = web.Application()
+    app.router.add_get("/", index)
+    app.router.add_get("/web/sw.js", sw)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    origin = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=chromium_path())
+            try:
+                context = await browser.new_context()
+                await context.grant_permissions(["notifications"], origin=origin)
+                page = await context.new_page()
+                cdp = await context.new_cdp_session(page)
+                registrations: dict[str, str] = {}
+
+                def updated(event: dict[str, Any]) -> None:
+                    for reg in event["registrations"]:
+                        registrations[reg["scopeURL"]] = reg["registrationId"]
+
+                cdp.on("ServiceWorker.workerRegistrationUpdated", updated)
+                await cdp.send("ServiceWorker.enable")
+                await page.goto(origin + "/")
+                await page.evaluate(READY)
+                for _ in range(100):
+                    if origin + "/web/" in registrations:
+                        break
+                    await asyncio.sleep(0.05)
+                yield Worker(page, cdp, origin, registrations[origin + "/web/"])
+            finally:
+                await browser.close()
+    finally:
+        await runner.cleanup()
+
+
+async def test_an_ask_shows_and_its_withdrawal_closes_it(worker: Worker) -> None:
+    await worker.push(ask(1))
+    [note] = await worker.shown(1)
+    assert note["title"] == "Permission needed in Deploy"
+    assert note["body"] == "Run step 1?\nmake deploy"
+    assert note["data"] == {
+        "type": "ask", "machine": "m1", "agent": "desk", "conversation": "c1", "ask": "a1",
+    }  # fmt: skip
+    await worker.push(Withdrawal.of(ask(1)))
+    assert await worker.shown(0) == []
+
+
+async def test_a_withdrawal_closes_only_its_own_ask(worker: Worker) -> None:
+    await worker.push(ask(1))
+    await worker.push(ask(9, pane="c2"))
+    await worker.shown(2)
+    await worker.push(ask(2))  # the same pane: replaces ask 1's notification (one tag)
+    await asyncio.sleep(0.2)
+    notes = await worker.shown(2)
+    assert sorted(n["data"]["ask"] for n in notes) == ["a2", "a9"]
+    await worker.push(Withdrawal.of(ask(1)))  # ask 1 no longer shows: nothing closes
+    await asyncio.sleep(0.3)
+    assert len(await worker.shown(2)) == 2
+    await worker.push(Withdrawal.of(ask(2)))
+    [left] = await worker.shown(1)
+    assert left["data"]["ask"] == "a9"
+
+
+async def test_what_is_not_a_collie_push_shows_nothing_of_ours(worker: Worker) -> None:
+    for data in ("not json", json.dumps({"v": 2, "tag": "x", "title": "t"}), "[]"):
+        await worker.push_raw(data)
+    await worker.push(ask(1))
+    [note] = await worker.shown(1)
+    assert note["data"]["ask"] == "a1"
