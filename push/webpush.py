@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from push import vapid
 from push._retry import RetryPolicy, parse_retry_after
+from push._session import OwnedSession
 from push.errors import PayloadTooLarge
 from push.models import Delivery, Device, Forwarded, Message, Outcome, Provider, WebPushKeys
 from push.payloads import Content, webpush_message
@@ -104,7 +105,7 @@ def encrypt(
     return cast(bytes, body)
 
 
-class WebPushClient:
+class WebPushClient(OwnedSession):
     """Sends notifications and withdrawals to Web Push subscriptions.
 
     Usage::
@@ -136,28 +137,14 @@ class WebPushClient:
         self._key = vapid_key
         self._subject = subject
         self._content = content
-        self._session = session
-        self._owns_session = session is None
+        self._own(session, verify=verify, timeout=timeout)
         self._timeout = timeout
         self._retry = retry or RetryPolicy()
-        self._verify = verify
         self._clock = clock
         self._sleep = sleep
         self._rng = rng
         self._tokens: dict[str, tuple[str, float]] = {}  # audience -> (header, expiry)
         self.tokens_signed = 0
-
-    async def __aenter__(self) -> WebPushClient:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the client's own session (a session passed in stays open)."""
-        if self._owns_session and self._session is not None:
-            await self._session.close()
-            self._session = None
 
     @property
     def public_key(self) -> str:
@@ -175,14 +162,6 @@ class WebPushClient:
         self._tokens[aud] = (header, now + vapid.LIFETIME)
         self.tokens_signed += 1
         return header
-
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self._timeout),
-                connector=aiohttp.TCPConnector(ssl=self._verify),
-            )
-        return self._session
 
     def request(self, device: Device, note: Message) -> tuple[dict[str, str], bytes]:
         """The headers (but ``Authorization``) and encrypted body of ``note`` to ``device``.

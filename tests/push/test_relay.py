@@ -34,7 +34,6 @@ from push import (
     Outcome,
     Provider,
     RetryPolicy,
-    ServiceAccount,
     WebPushClient,
     Withdrawal,
     vapid,
@@ -43,16 +42,13 @@ from tests.collie_gateway.conftest import eventually
 from tests.collie_gateway.processes import free_port
 from tests.collie_gateway.push_fixtures import (
     EMAIL,
-    KEY_ID,
     PROJECT,
-    TEAM_ID,
-    TOPIC,
     Services,
-    apns_key,
     rsa_key,
     services,
 )
-from tests.push.fakes import FakeFcm, FcmReply, account_json, fcm_error, pem
+from tests.collie_gateway.test_shutdown import push_env
+from tests.push.fakes import FakeFcm, FcmReply, account_json, fcm_error
 from tests.push.webpush_fakes import Browser
 
 APNS_TOKEN = "a1" * 32
@@ -129,30 +125,13 @@ def device(endpoint: str, browser: Browser) -> Device:
     )
 
 
-def relay_env(tmp: Path, svc: Services) -> dict[str, str]:
-    key_file, account_file = tmp / "apns.p8", tmp / "fcm.json"
-    key_file.write_bytes(pem(apns_key()))
-    account_file.write_text(json.dumps(account_json(rsa_key(), svc.fcm)), encoding="utf-8")
-    ServiceAccount.from_json(account_file.read_bytes())
-    return {
-        "COLLIE_APNS_KEY_FILE": str(key_file),
-        "COLLIE_APNS_KEY_ID": KEY_ID,
-        "COLLIE_APNS_TEAM_ID": TEAM_ID,
-        "COLLIE_APNS_TOPIC": TOPIC,
-        "COLLIE_APNS_URL": svc.apns.url,
-        "COLLIE_FCM_SERVICE_ACCOUNT": str(account_file),
-        "COLLIE_FCM_URL": svc.fcm_url,
-        "COLLIE_PUSH_CA_FILE": str(tmp / "ca.pem"),
-    }
-
-
 @contextlib.asynccontextmanager
 async def relay(*args: str) -> AsyncIterator[Relay]:
     with short_dir() as tmp:
         async with services(tmp, time.time) as svc:
             port = free_port()
             base = f"http://127.0.0.1:{port}"
-            env = {**os.environ, "PYTHONPATH": str(REPO), **relay_env(tmp, svc)}
+            env = {**os.environ, "PYTHONPATH": str(REPO), **push_env(tmp, svc)}
             log = tmp / "relay.log"
             with log.open("ab") as out:
                 proc = await asyncio.create_subprocess_exec(

@@ -34,22 +34,12 @@ from push import (
 )
 from push.payloads import WEBPUSH_MAX_PLAINTEXT
 from push.webpush import encrypt
-from tests.push.conftest import T0, FakeClock, FakeSleep
+from tests.push.conftest import DEPLOY_ASK, T0, FakeClock, FakeSleep
 from tests.push.fakes import make_tls
 from tests.push.webpush_fakes import Answer, Browser, FakePushService, b64url
 
 SUBJECT = "mailto:ops@collie.test"
-NOTE = AskNotification(
-    machine="m1",
-    agent="desk",
-    conversation="c1",
-    ask="a1",
-    pane_key="m1/desk/c1",
-    pane="Deploy",
-    title="Run the tests?",
-    line="pytest -q",
-    push_id="once-1",
-)
+NOTE = DEPLOY_ASK
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from aiohttp.test_utils import TestServer
 
 from push import (
     ApnsClient,
-    AskNotification,
     Content,
     FcmClient,
     ServiceAccount,
@@ -21,20 +20,19 @@ from push import (
     fcm_message,
     open_envelope,
 )
-from tests.push.conftest import KEY_ID, T0, TEAM_ID, TOPIC, FakeClock, apns_device, fcm_device
+from tests.push.conftest import (
+    DEPLOY_ASK,
+    KEY_ID,
+    T0,
+    TEAM_ID,
+    TOPIC,
+    FakeClock,
+    apns_device,
+    fcm_device,
+)
 from tests.push.fakes import FakeApns, FakeFcm
 
-NOTE = AskNotification(
-    machine="m1",
-    agent="desk",
-    conversation="c1",
-    ask="a1",
-    pane_key="m1/desk/c1",
-    pane="Deploy",
-    title="Run the tests?",
-    line="pytest -q",
-    push_id="once-1",
-)
+NOTE = DEPLOY_ASK
 GONE = Withdrawal.of(NOTE)
 IDS = {"type": "withdraw", "machine": "m1", "agent": "desk", "conversation": "c1", "ask": "a1"}
 KEY = bytes(range(32))
