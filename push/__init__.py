@@ -20,6 +20,7 @@ from push.errors import (
     Throttled,
 )
 from push.fcm import FcmClient, ServiceAccount
+from push.health import PushHealth
 from push.limits import Decision, PushLimiter, Quiet, QuietReason, Send, Summary
 from push.models import (
     AskNotification,
@@ -93,6 +94,7 @@ __all__ = [
     "Provider",
     "ProviderError",
     "PushError",
+    "PushHealth",
     "PushLimiter",
     "PushSender",
     "Quiet",
