@@ -25,12 +25,13 @@ import tracemalloc
 from pathlib import Path
 
 import msgspec
-from _common import HELPER_MAX_SECONDS, Json, pct, rss_kib, say, serve_commands
+from _common import HELPER_MAX_SECONDS, Handler, Json, pct, rss_kib, say, serve_commands
 from aiohttp import web
 
-from collie_gateway.app import GATEWAY, create_app
+from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.gateway import Gateway
-from collie_gateway.settings import LinkTiming, Settings
+from collie_gateway.http.app import GATEWAY, create_app
+from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
 
 # Backoff short enough that a paused agent is back within ~0.2 s (chat_bench's replay).
@@ -48,7 +49,8 @@ def _instrument_answers() -> dict[str, list[float]]:
 
     import aiosqlite
 
-    from collie_gateway import answering, gateway, store
+    from collie_gateway.services import answering, answers
+    from collie_gateway.store import database
 
     spans: dict[str, list[float]] = defaultdict(list)
     inside: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
@@ -88,17 +90,17 @@ def _instrument_answers() -> dict[str, list[float]]:
 
         setattr(owner, name, counted)
 
-    # SQLite round trips: through aiosqlite's thread, and (since issue 16) the transactions
-    # and reads run on the loop's own connection (an older store ran them through aiosqlite).
+    # SQLite round trips: through aiosqlite's thread, and (in the current store) the
+    # transactions and reads run on the loop's own connection (an older store ran them through
+    # aiosqlite).
     counting(aiosqlite.Connection, "_execute")
-    if hasattr(store.Store, "run_threaded"):
-        counting(store.Store, "run")
-        counting(store.Store, "query")
+    counting(database.Database, "run")
+    counting(database.Database, "query")
     # The route table holds the handler itself, so the outermost span is the gateway's answer.
-    wrap(gateway.Gateway, "answer", "handler: Gateway.answer", outer=True)
+    wrap(answers.Answers, "answer", "handler: Answers.answer", outer=True)
     wrap(answering.Answering, "_tap", "tap: record+claim txn, send, settle txn")
     wrap(answering.Answering, "_send", "send + settle txn")
-    wrap(gateway.Gateway, "_send_reply", "agent round trip (gateway's client)")
+    wrap(answers.Answers, "_send", "agent round trip (gateway's client)")
     return spans
 
 
@@ -113,75 +115,28 @@ def _traced_top(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot) -> li
     ]
 
 
-async def main(args: argparse.Namespace) -> None:
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    sources = load_sources(args.sources)
-    settings = Settings(
-        sources=sources,
-        crew=load_crew(args.sources),  # a lead's members, if any (crew_bench.py)
-        db_path=args.db,
-        host="127.0.0.1",
-        port=0,
-        timing=FAST if args.fast else LinkTiming(),
-    )
-    spans = _instrument_answers() if args.trace_answers else {}
-    profiler = cProfile.Profile() if args.profile else None
-    gc.collect()
-    rss_before = rss_kib()
-    snap_before = None
-    if args.tracemalloc:
-        tracemalloc.start()
-        snap_before = tracemalloc.take_snapshot()
-    if profiler is not None:
-        profiler.enable()
-    started = time.perf_counter()
-    app = create_app(settings)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    sock = socket.create_server(("127.0.0.1", 0))
-    port = int(sock.getsockname()[1])
-    await web.SockSite(runner, sock).start()
-    gw: Gateway = app[GATEWAY]
+async def _all_ready(gw: Gateway, within: float) -> bool:
+    """Wait until every link (the gateway's and its crew's) is Ready; say why not if not."""
     try:
-        async with asyncio.timeout(args.ready_timeout):
-            await asyncio.gather(*(link.ready.wait() for link in gw.links.values()))
+        async with asyncio.timeout(within):
+            await asyncio.gather(*(link.ready.wait() for link in gw.agents.links.values()))
             await asyncio.gather(*(link.ready.wait() for link in gw.crew.links.values()))
     except TimeoutError:
         states: dict[str, int] = {}
         for mirror in gw.mirrors.values():
             states[mirror.state.value] = states.get(mirror.state.value, 0) + 1
-        say({"error": f"not all links Ready in {args.ready_timeout} s: {states}"})
-        await runner.cleanup()
-        return
-    ready_s = time.perf_counter() - started
-    rss_ready = rss_kib()
-    await asyncio.sleep(args.settle)  # streams open, the first flush written
-    rss_settled = rss_kib()
-    traced = None
-    top: list[Json] = []
-    if snap_before is not None:
-        gc.collect()
-        snap_after = tracemalloc.take_snapshot()
-        traced = sum(s.size_diff for s in snap_after.compare_to(snap_before, "filename"))
-        top = _traced_top(snap_before, snap_after)
-        tracemalloc.stop()
-    if profiler is not None:
-        profiler.disable()
-        profiler.dump_stats(str(args.profile) + ".ready")
-        profiler = cProfile.Profile()
-    say(
-        {
-            "port": port,
-            "ready_s": ready_s,
-            "rss_before_kib": rss_before,
-            "rss_ready_kib": rss_ready,
-            "rss_settled_kib": rss_settled,
-            "traced_bytes": traced,
-            "traced_top": top,
-            "links": len(gw.links),
-            "crew": len(gw.crew.links),
-        }
-    )
+        say({"error": f"not all links Ready in {within} s: {states}"})
+        return False
+    return True
+
+
+def _commands(
+    args: argparse.Namespace,
+    gw: Gateway,
+    spans: dict[str, list[float]],
+    profiler: cProfile.Profile | None,
+) -> dict[str, Handler]:
+    """The commands the bench process may send once the gateway is Ready."""
     encoder = msgspec.json.Encoder()
 
     async def dashboard_compute(command: Json) -> Json:
@@ -189,7 +144,7 @@ async def main(args: argparse.Namespace) -> None:
         size = 0
         for _ in range(int(command.get("n", 1000))):
             t = time.perf_counter()
-            size = len(encoder.encode(gw.dashboard()))
+            size = len(encoder.encode(gw.rows.dashboard()))
             times.append(time.perf_counter() - t)
         return {"p50_ms": pct(times, 50) * 1e3, "p99_ms": pct(times, 99) * 1e3, "bytes": size}
 
@@ -227,17 +182,78 @@ async def main(args: argparse.Namespace) -> None:
         profiler.clear()
         return {"profile": out}
 
+    return {
+        "dashboard_compute": dashboard_compute,
+        "counts": counts,
+        "answer_spans": answer_spans,
+        "profile_start": profile_start,
+        "profile_stop": profile_stop,
+    }
+
+
+async def main(args: argparse.Namespace) -> None:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    sources = load_sources(args.sources)
+    settings = Settings(
+        sources=sources,
+        crew=load_crew(args.sources),  # a lead's members, if any (crew_bench.py)
+        db_path=args.db,
+        host="127.0.0.1",
+        port=0,
+        timing=FAST if args.fast else LinkTiming(),
+    )
+    spans = _instrument_answers() if args.trace_answers else {}
+    profiler = cProfile.Profile() if args.profile else None
+    gc.collect()
+    rss_before = rss_kib()
+    snap_before = None
+    if args.tracemalloc:
+        tracemalloc.start()
+        snap_before = tracemalloc.take_snapshot()
+    if profiler is not None:
+        profiler.enable()
+    started = time.perf_counter()
+    app = create_app(settings)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
+    await web.SockSite(runner, sock).start()
+    gw: Gateway = app[GATEWAY]
+    if not await _all_ready(gw, args.ready_timeout):
+        await runner.cleanup()
+        return
+    ready_s = time.perf_counter() - started
+    rss_ready = rss_kib()
+    await asyncio.sleep(args.settle)  # streams open, the first flush written
+    rss_settled = rss_kib()
+    traced = None
+    top: list[Json] = []
+    if snap_before is not None:
+        gc.collect()
+        snap_after = tracemalloc.take_snapshot()
+        traced = sum(s.size_diff for s in snap_after.compare_to(snap_before, "filename"))
+        top = _traced_top(snap_before, snap_after)
+        tracemalloc.stop()
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(str(args.profile) + ".ready")
+        profiler = cProfile.Profile()
+    say(
+        {
+            "port": port,
+            "ready_s": ready_s,
+            "rss_before_kib": rss_before,
+            "rss_ready_kib": rss_ready,
+            "rss_settled_kib": rss_settled,
+            "traced_bytes": traced,
+            "traced_top": top,
+            "links": len(gw.agents.links),
+            "crew": len(gw.crew.links),
+        }
+    )
     try:
-        await serve_commands(
-            {
-                "dashboard_compute": dashboard_compute,
-                "counts": counts,
-                "answer_spans": answer_spans,
-                "profile_start": profile_start,
-                "profile_stop": profile_stop,
-            },
-            args.max_seconds,
-        )
+        await serve_commands(_commands(args, gw, spans, profiler), args.max_seconds)
     finally:
         await runner.cleanup()
 

@@ -28,7 +28,7 @@ from typing import Any
 from _common import HELPER_MAX_SECONDS, rss_kib, say, serve_commands
 from aiohttp import web
 
-from collie_gateway.app import GATEWAY, create_app
+from collie_gateway.http.app import GATEWAY, create_app
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_sources
 
@@ -54,7 +54,7 @@ async def main(spec: Any) -> None:
             ports[member["name"]] = int(sock.getsockname()[1])
             await web.SockSite(runner, sock).start()
             runners.append(runner)
-        links = [link for r in runners for link in r.app[GATEWAY].links.values()]
+        links = [link for r in runners for link in r.app[GATEWAY].agents.links.values()]
         async with asyncio.timeout(120):
             await asyncio.gather(*(link.ready.wait() for link in links))
         say(

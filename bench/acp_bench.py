@@ -1,4 +1,4 @@
-"""Issue 13: what the ACP bridge adds — a permission's round trip, and a streamed reply's delta
+"""What the ACP bridge adds — a permission's round trip, and a streamed reply's delta
 rate — each beside the same ACP agent driven directly, in the same run.
 
 The agent is ``fixtures/acp/scripted.py`` (on the ``agent-client-protocol`` package):

@@ -1,4 +1,4 @@
-"""Issue 4: a streamed reply through the gateway, and one list page of a long history.
+"""A streamed reply through the gateway (C3), and one list page of a long history (L5).
 
 Run: ``python bench/chat_bench.py [--deltas N] [--rounds N] [--profile DIR]``.
 
@@ -46,11 +46,11 @@ from _common import (
 
 from wire.agent import Agent
 
-RATE_TARGET = 0.5  # issue 4: the gateway keeps at least half the direct rate
-RELAY_TARGET_US = 50  # issue 16: gateway CPU per live delta, one phone following
-RELAY10_TARGET_US = 80  # issue 16: ten phones
-WRITE_TARGET = 20_000  # issue 16: deltas/s one SDK agent writes (group commit)
-LIST_TARGET_MS = 20.0  # issue 4
+RATE_TARGET = 0.5  # ours: the gateway keeps at least half the direct rate
+RELAY_TARGET_US = 50  # ours: gateway CPU per live delta, one phone following
+RELAY10_TARGET_US = 80  # ours: ten phones
+WRITE_TARGET = 20_000  # ours: deltas/s one SDK agent writes (group commit)
+LIST_TARGET_MS = 20.0  # ours: one closed-list page
 CHAT = "chat"
 CONV = "c-bench"
 TOKEN = re.compile(r"w\d+ ")  # the text of one delta (bench/_agents.py: stream)
@@ -429,6 +429,19 @@ def report(r: Json, args: argparse.Namespace) -> None:
     if "relay" in r:
         relay_report(r, args)
         return
+    _report_stream(r, args)
+    _report_paced(r, args)
+    if args.relay:
+        r["probe"].print()
+        return
+    _report_lists(r)
+    _report_writes(r)
+    row("setup: seeding + starting the agents", f"{r['seeded_s']:.1f} s")
+    r["probe"].print()
+
+
+def _report_stream(r: Json, args: argparse.Namespace) -> None:
+    """(a): deltas/s reaching the phone beside the agent's own stream, live and backlog."""
     n = args.deltas
     heading(f"(a) a streamed reply of {n:,} deltas: deltas/s reaching the reader")
     for mode, text in (
@@ -468,6 +481,10 @@ def report(r: Json, args: argparse.Namespace) -> None:
             + ("" if complete else " (the phone did not get every delta)"),
         )
 
+
+def _report_paced(r: Json, args: argparse.Namespace) -> None:
+    """(a2): the gateway's CPU per live delta, one phone and ten."""
+    n = args.deltas
     heading(f"(a2) {args.paced:,} deltas committed one by one: the gateway's CPU per live delta")
     per_phone = {}
     for phones in (1, 10):
@@ -493,9 +510,9 @@ def report(r: Json, args: argparse.Namespace) -> None:
     for phones, target in ((1, RELAY_TARGET_US), (10, RELAY10_TARGET_US)):
         row(f"  target <= {target} µs ({phones})", verdict(per_phone[phones] <= target))
 
-    if args.relay:
-        r["probe"].print()
-        return
+
+def _report_lists(r: Json) -> None:
+    """(b): one closed-list page through the gateway beside the agent's own read."""
     heading("(b) one list page: GET /api/v1/agents/{agent}/conversations (a visit)")
     lists = r["lists"]
     times = lists["times"]
@@ -521,6 +538,10 @@ def report(r: Json, args: argparse.Namespace) -> None:
         f"{verdict(worst < LIST_TARGET_MS)} (worst p99 {worst:.2f} ms); "
         f"{'flat' if growth < 1.5 else 'GROWS'} with the total",
     )
+
+
+def _report_writes(r: Json) -> None:
+    """(c): deltas/s one SDK agent writes, group commit beside a commit per delta."""
     heading("(c) deltas/s one SDK agent writes (in this process; wall and CPU per delta)")
     w = r["writes"]
     for mode, text in (
@@ -531,8 +552,6 @@ def report(r: Json, args: argparse.Namespace) -> None:
         row(f"  {text}", f"{m['rate']:,.0f}/s ({m['n']:,}), {m['cpu_us']:.0f} µs CPU per delta")
     row("  ratio group / each", ratio(w["group"]["rate"], w["each"]["rate"]))
     row(f"  target >= {WRITE_TARGET:,}/s", verdict(w["group"]["rate"] >= WRITE_TARGET))
-    row("setup: seeding + starting the agents", f"{r['seeded_s']:.1f} s")
-    r["probe"].print()
 
 
 def main() -> None:
@@ -540,9 +559,7 @@ def main() -> None:
     p.add_argument("--deltas", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=300, help="list visits per agent")
     p.add_argument("--paced", type=int, default=2000, help="deltas committed one by one")
-    p.add_argument(
-        "--relay", action="store_true", help="only (a2) and its backlog baseline (issue 16 e)"
-    )
+    p.add_argument("--relay", action="store_true", help="only (a2) and its backlog baseline")
     p.add_argument("--baseline", type=Path, help="--relay: a worktree whose gateway to compare")
     p.add_argument("--repeat", type=int, default=3, help="--relay: rounds (each side once)")
     p.add_argument("--gap", type=float, default=0.0, help="ms the agent waits after each delta")

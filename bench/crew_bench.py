@@ -1,4 +1,4 @@
-"""issue 12: a crew's lead with 20 members × 50 agents on loopback, each figure beside a
+"""A crew's lead (W1–W4) with 20 members × 50 agents on loopback, each figure beside a
 baseline measured in the same run.
 
 - (a) every member's section Ready: from starting the lead until all its member links are

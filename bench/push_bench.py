@@ -1,4 +1,4 @@
-"""Issue 6: a burst of 10,000 asks from 50 agents in one minute through the push limits.
+"""A burst of 10,000 asks from 50 agents in one minute through the push limits (P1).
 
 Prints how many pushes the limits let through (and why the rest were quiet), decisions per
 second, the limiter's cost per ask beside a baseline loop doing the same bookkeeping with no

@@ -8,7 +8,7 @@ false alarm is an ordinary string changed. Each set is scored apart: in sample
 on). The speed is masks per second of process CPU time over the in-sample texts.
 
 ``--baseline FILE`` also times another version of ``redact.py`` (e.g. from
-``git show 7fcd29f:collie_gateway/redact.py``) on the same texts, interleaved in this
+``git show 7fcd29f:collie_gateway/core/redact.py``) on the same texts, interleaved in this
 process, and prints the ratio.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the corpus is a fixture
-from collie_gateway.redact import Redactor
+from collie_gateway.core.redact import Redactor
 from fixtures.redaction.corpus import HELD_OUT, Score, held_out, in_sample, score
 
 

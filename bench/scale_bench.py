@@ -1,4 +1,4 @@
-"""Issue 16: one gateway carrying a crew's agents, at 100, 300 and 1,000 agents.
+"""One gateway carrying a crew's agents, at 100, 300 and 1,000 agents.
 
 Run: ``python bench/scale_bench.py [--sizes 100,300,1000] [--window 6] [--py-spy DIR]``.
 

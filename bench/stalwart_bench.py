@@ -1,4 +1,4 @@
-"""Issue 14: what the stalwart bridge adds to an answer's round trip.
+"""What the stalwart bridge adds to an answer's round trip.
 
 Run: ``python bench/stalwart_bench.py [--rounds N]``.
 

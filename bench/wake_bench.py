@@ -1,6 +1,6 @@
 """The machine's price of a wake-up: the same small Python work per cycle, in a hot loop and
 with the process asleep between cycles (as the gateway is between two frames of a streamed
-reply). Issue 16 (e): explains why the relay's CPU follows its frames, not its deltas.
+reply). It explains why the relay's CPU follows its frames, not its deltas.
 
 Run: ``python bench/wake_bench.py [--calls 300]``; prints the process CPU per cycle.
 """

@@ -1,4 +1,4 @@
-"""Issue 15: the web companion in Chromium on loopback.
+"""The web companion in Chromium on loopback.
 
 Run: ``python bench/web_bench.py [--rounds N] [--events N]``.
 

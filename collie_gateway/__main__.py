@@ -26,13 +26,13 @@ from typing import Any
 from aiohttp import web
 
 from collie_gateway import serving
-from collie_gateway.app import create_app
+from collie_gateway.core.redact import redactor_from_env
 from collie_gateway.errors import ConfigError, GatewayError
-from collie_gateway.pushing import PushTargets, TargetsFactory
-from collie_gateway.redact import redactor_from_env
+from collie_gateway.http.app import create_app
+from collie_gateway.services.targets import PushTargets, TargetsFactory
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
-from collie_gateway.store import Store
+from collie_gateway.store.database import Database
 from collie_gateway.strings import Catalogue
 from push import ApnsClient, Content, FcmClient, Provider, PushSender, ServiceAccount, WebhookTarget
 from push.apns import PRODUCTION_URL as APNS_PRODUCTION_URL
@@ -292,7 +292,7 @@ async def _freeze(app: web.Application) -> None:
 
 
 def _serve(settings: Settings) -> int:
-    Store.check(settings.db_path)  # before a line says the gateway serves
+    Database.check(settings.db_path)  # before a line says the gateway serves
     app = create_app(settings)
     app.on_startup.append(_freeze)
     if settings.unix_path is not None:
@@ -300,7 +300,7 @@ def _serve(settings: Settings) -> int:
         os.umask(0o177)
         settings.unix_path.unlink(missing_ok=True)
         print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}")
-        return serving.serve(app, unix_path=settings.unix_path)  # SIGTERM/SIGINT: issue 10
+        return serving.serve(app, unix_path=settings.unix_path)  # SIGTERM/SIGINT: README, Stopping
     print(f"collie-gateway: phone API on http://{settings.host}:{settings.port}/api/v1/dashboard")
     return serving.serve(app, host=settings.host, port=settings.port)
 

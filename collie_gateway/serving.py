@@ -1,4 +1,4 @@
-"""Serve the phone API until SIGTERM or SIGINT, then stop within a bounded time (issue 10).
+"""Serve the phone API until SIGTERM or SIGINT, then stop within a bounded time (README: Stopping).
 
 The first signal stops accepting, ends every live stream (phones reconnect with
 ``Last-Event-ID`` to the next run), gives requests in flight ``HTTP_GRACE`` seconds (an

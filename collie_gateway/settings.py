@@ -7,35 +7,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from collie_gateway.core.reconnect import LinkTiming
+from collie_gateway.services.supervisor import Backoff
+from collie_gateway.services.targets import TargetsFactory
 from collie_gateway.sources import Member, Source
 from collie_gateway.strings import Catalogue
-from collie_gateway.supervisor import Backoff
-
-if TYPE_CHECKING:
-    from collie_gateway.pushing import TargetsFactory
 
 
 def utc_now() -> datetime:
     """The real clock, in UTC."""
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class LinkTiming:
-    """Timeouts and backoff of an agent link (seconds)."""
-
-    connect: float = 5.0
-    request: float = 10.0
-    stream_read: float = 45.0  # three missed 15 s pings (wire/SPEC.md, Events)
-    backoff_first: float = 0.5
-    backoff_cap: float = 30.0
-    # ours: a stream (a crew member's, W1; an agent's, wire §10) that ends cleanly sooner than
-    # this counts for the backoff, so a peer that keeps closing its streams is not asked in a loop
-    stream_stable: float = 10.0
-    version_recheck: float = 60.0
-    busy_read: float = 0.02  # ours: a delta stream read again within a quarter of this waits it
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from collie_gateway.errors import SourcesError
-from collie_gateway.supervisor import BridgeCommand
+from collie_gateway.services.supervisor import BridgeCommand
 
 _ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp", "stalwart"})
 AGENTS_DIR = Path("~/.collie/agents")  # where a bridge's socket and state go by default

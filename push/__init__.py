@@ -2,8 +2,8 @@
 Web Push senders, withdrawals, the relay, and signed webhooks (S6). It never imports
 ``collie_gateway``.
 
-Pure: ``limits``, ``payloads``, ``models``, ``errors``, ``vapid``. I/O: ``apns``, ``fcm``,
-``webpush``, ``sender``, ``webhook``, ``once`` (SQLite), ``relay`` (a server).
+Pure: ``limits``, ``payloads``, ``models``, ``errors``, ``once``, ``vapid``, ``health``. I/O:
+``apns``, ``fcm``, ``webpush``, ``sender``, ``webhook``, ``relay`` (a server).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from push.models import (
     WebPushKeys,
     Withdrawal,
 )
-from push.once import OnceStore, SqliteOnce, once_key
+from push.once import once_key
 from push.payloads import (
     DEFAULT_TTL,
     ApnsRequest,
@@ -88,7 +88,6 @@ __all__ = [
     "Message",
     "Notification",
     "OnDelivery",
-    "OnceStore",
     "Outcome",
     "PayloadTooLarge",
     "Provider",
@@ -104,7 +103,6 @@ __all__ = [
     "Send",
     "ServiceAccount",
     "SignatureError",
-    "SqliteOnce",
     "Strings",
     "Summary",
     "Throttled",

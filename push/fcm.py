@@ -1,7 +1,7 @@
 """An FCM HTTP v1 client on aiohttp, with its own async OAuth 2.0 JWT-bearer token exchange.
 
 Why not ``pyfcm``: 2.1.1 is synchronous (it would block the event loop), sleeps on 429
-Retry-After without bound, and its async path raises inside a running loop (its issue 348).
+Retry-After without bound, and its async path raises inside a running loop (its bug #348).
 So: aiohttp, one access token shared by every send and renewed before it expires (and once
 on a 401), a timeout on every request, 429 and 5xx retried with capped backoff honouring
 Retry-After, at most 3 tries. Token gone (FCM docs, "Manage FCM registration tokens"): 404

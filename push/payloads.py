@@ -53,7 +53,8 @@ TOPIC_CHARS: Final = 32  # RFC 8030 §5.4: at most 32 base64url characters
 ENVELOPE_VERSION: Final = 1
 NONCE_BYTES: Final = 12
 ELLIPSIS: Final = "…"
-DEFAULT_TTL: Final = 3600.0  # ours (issue 10): a push without a deadline waits an hour
+# Ours (the spec leaves push expiry open): a push without a deadline waits an hour.
+DEFAULT_TTL: Final = 3600.0
 _APNS_ID_NAMESPACE: Final = uuid.UUID("6f1d4c2e-8a53-4b0e-9c57-2f0a6d3c9e41")
 
 BIDI_CONTROLS: Final = (

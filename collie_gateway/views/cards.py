@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from enum import StrEnum
 from typing import Final
 from urllib.parse import quote
 
 from msgspec import Struct
 
+from collie_gateway.core.answers import CardState, TapOutcome
+from collie_gateway.core.refusal import CardFacts
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.clock import as_utc, expires_label
 from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, Redact, clean
@@ -39,32 +40,6 @@ FIELD_KINDS: Final = ("text", "select", "switch")
 
 
 # --- what the last tap came to (input) ------------------------------------------------------
-
-
-class TapOutcome(StrEnum):
-    """How a tap's answer ended (spec T1). The first six are the wire's reply outcomes."""
-
-    ACCEPTED = "accepted"
-    DECIDED = "decided"
-    EXPIRED = "expired"
-    ANSWERED = "answered"
-    NOT_OPEN = "not_open"
-    CHANGED = "changed"
-    UNCERTAIN = "uncertain"  # no answer from the agent: the reply may not have arrived
-    REFUSED = "refused"  # Collie refused the answer
-    OLDER_COLLIE = "older_collie"  # the agent's machine cannot take answers given here
-
-
-class CardState(Struct, frozen=True, kw_only=True):
-    """The last tap on a card: its outcome, its request id, whether it was a Retry, the
-    reason given with a ``refused`` or ``not_open`` outcome, and the ask version it answered
-    (None: not known)."""
-
-    outcome: TapOutcome
-    request_id: str
-    retry: bool = False
-    reason: str | None = None
-    version: int | None = None
 
 
 # --- the card (output) ----------------------------------------------------------------------
@@ -354,14 +329,7 @@ def build_card(
     and can be answered.
     """
     answer_state = _for_version(answer_state, ask.version)
-    cleaner = _Cleaner(redact)
-    title = cleaner(ask.title, TITLE_LIMIT)
-    text = cleaner(ask.text, TEXT_LIMIT, multiline=True)
-    call = call_details(ask, cleaner, catalogue)  # before the body: it may hide "Always allow"
-    shortened = cleaner.shortened
-    body = _body(ask, cleaner, catalogue) if _fits(ask) and call_fits(ask) else None
-    if body is not None:
-        shortened = cleaner.shortened  # its labels are shown too
+    title, text, call, body, shortened = _shown(ask, catalogue, redact)
     notices = [catalogue["text_shortened"]] if shortened else []
     if body is None:
         notices.append(catalogue["cannot_answer"])
@@ -386,6 +354,29 @@ def build_card(
             f"/api/v1/agents/{quote(agent_name, safe='')}/asks/{quote(ask.id, safe='')}/answer"
         ),
     )
+
+
+def _shown(
+    ask: Ask, catalogue: Catalogue, redact: Redact | None
+) -> tuple[str, str, CallDetails | None, Body | None, bool]:
+    """The card's texts as shown: title, text, call details, body (None: not answerable,
+    A7), and whether any text was cut, cleaned or masked."""
+    cleaner = _Cleaner(redact)
+    title = cleaner(ask.title, TITLE_LIMIT)
+    text = cleaner(ask.text, TEXT_LIMIT, multiline=True)
+    call = call_details(ask, cleaner, catalogue)  # before the body: it may hide "Always allow"
+    shortened = cleaner.shortened
+    body = _body(ask, cleaner, catalogue) if _fits(ask) and call_fits(ask) else None
+    if body is not None:
+        shortened = cleaner.shortened  # its labels are shown too
+    return title, text, call, body, shortened
+
+
+def card_facts(ask: Ask, catalogue: Catalogue, redact: Redact | None) -> CardFacts:
+    """What a tap's refusal needs of the card (:func:`~collie_gateway.core.refusal.refusal`),
+    without building it."""
+    _, _, _, body, shortened = _shown(ask, catalogue, redact)
+    return CardFacts(answerable=body is not None, shortened=shortened)
 
 
 def build_cards(

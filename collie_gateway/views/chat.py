@@ -10,10 +10,12 @@ from datetime import datetime, timedelta
 
 from msgspec import Struct
 
-from collie_gateway.markdown import real_host, render, safe_link
+from collie_gateway.core.answers import CardState
+from collie_gateway.core.markdown import real_host, render, safe_link
+from collie_gateway.core.notes import Note
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.bar import Bar, Header, Menu, build_bar, build_header, build_menu
-from collie_gateway.views.cards import CardList, CardState, build_cards
+from collie_gateway.views.cards import CardList, build_cards
 from collie_gateway.views.clock import as_utc
 from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, ShownText, clean
 from wire.messages import Conversation, Item, Time
@@ -46,16 +48,6 @@ class MyLine:
     state: LineState
     steer: bool = False
     after_item: str | None = None  # the newest item when it was sent: where it is drawn
-
-
-@dataclass(frozen=True, slots=True)
-class Note:
-    """A line the gateway adds: a receipt (R3) or the "stopped" note (C3)."""
-
-    kind: str  # "receipt" | "stopped"
-    text: str
-    at: datetime
-    after_item: str | None  # the item it follows (None: before every item)
 
 
 class ChatLine(Struct, kw_only=True, omit_defaults=True):

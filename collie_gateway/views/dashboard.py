@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from collie_gateway.mirror import AgentMirror, LinkState
+from collie_gateway.core.mirror import AgentMirror, LinkState
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.text import LABEL_LIMIT, clean

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from msgspec import Struct
 
-from collie_gateway.mirror import is_waiting
+from collie_gateway.core.mirror import is_waiting
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.clock import relative_time
 from collie_gateway.views.text import TITLE_LIMIT, clean

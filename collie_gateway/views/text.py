@@ -10,7 +10,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Final, NamedTuple
 
-from collie_gateway.redact import LiveMask
+from collie_gateway.core.redact import LiveMask
 
 # Ours: how many characters each place on the phone shows, the "…" included.
 TITLE_LIMIT: Final = 200
@@ -110,7 +110,7 @@ _JOINERS: Final = frozenset("\u200c\u200d")
 class ShownText:
     """A chat item's text as the phone shows it, cleaned as it arrives in pieces (a streamed
     reply): ``feed`` returns what each raw piece adds, and the additions joined equal the
-    whole raw text fed at once, however it was split (spec C2, issue 9.2: the live chat
+    whole raw text fed at once, however it was split (spec C2: the live chat
     equals the reloaded chat). Line breaks and invisible characters go as in ``clean``; past
     ``limit`` characters the text ends with "…" and ``cut`` is set (C2: "Text shortened").
 

@@ -360,7 +360,7 @@
       if (allCards.has(st.key)) chatAgain();
       drawHeader(); drawCards(); drawBar(); drawDots();
     } else if (ev.type === 'chat.note' || ev.type === 'answer.settled' || ev.type === 'list.reset'
-      || ev.type === 'chat.reload'  // read again after the agent's reset (issue 9.1)
+      || ev.type === 'chat.reload'  // read again after the agent's reset (wire §10 step 4)
       || (ev.type === 'list.removed' && d.conversation_id === st.conv)) {
       chatAgain();
     }

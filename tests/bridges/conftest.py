@@ -18,8 +18,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from bridges.acp import AcpBridge
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.gateway import Gateway
-from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source
 from fixtures.agents.harness import short_dir
 from tests.collie_gateway.conftest import (  # noqa: F401  (rig: a fixture used here too)

@@ -16,7 +16,7 @@ import pytest
 
 from bridges.acp.bridge import ASK_LOST, OVERSIZED, RESTARTED, UNDELIVERED
 from bridges.acp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
-from collie_gateway.mirror import LinkState
+from collie_gateway.core.mirror import LinkState
 from tests.bridges.conftest import Acp, acp_rig, agent_env
 from tests.collie_gateway.conftest import Rig, eventually, post_json
 from wire.agent._agent import RequestError

@@ -14,10 +14,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.errors import SourcesError
-from collie_gateway.mirror import LinkState
+from collie_gateway.services.supervisor import Backoff
 from collie_gateway.sources import parse_sources
-from collie_gateway.supervisor import Backoff
 from tests.bridges.conftest import REPO, SCRIPTED
 from tests.collie_gateway.conftest import Rig, eventually
 

@@ -15,9 +15,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from collie_gateway.app import GATEWAY, create_app
+from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.gateway import Gateway
-from collie_gateway.settings import LinkTiming, Settings
+from collie_gateway.http.app import GATEWAY, create_app
+from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
 from fixtures.agents.harness import short_dir
 from wire.agent import Agent, AgentRunner

@@ -17,7 +17,7 @@ from pathlib import Path
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from collie_gateway.pushing import PushTargets
+from collie_gateway.services.targets import PushTargets
 from push import (
     ApnsClient,
     Content,

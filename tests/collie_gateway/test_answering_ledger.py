@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from collie_gateway.answering import Answering
-from collie_gateway.answers import Outcome, Tap
+from collie_gateway.core.answers import Outcome, Tap
 from collie_gateway.errors import AgentUnreachable
-from collie_gateway.store import CHECKPOINT_EVERY, Store
+from collie_gateway.services.answering import Answering
+from collie_gateway.store.database import CHECKPOINT_EVERY, Database
+from collie_gateway.store.ledger import LedgerRepo
 
 
 def clock() -> datetime:
@@ -34,8 +35,8 @@ TAP = Tap("tap-1", "desk", "a1", 1, b'{"option":"allow"}')
 @contextlib.asynccontextmanager
 async def ledger(path: Path) -> AsyncIterator[Answering]:
     """The gateway's ledger on ``path``, as a run opens it (index read from the file)."""
-    store = await Store.open(path)
-    answering = Answering(store, clock)
+    store = await Database.open(path)
+    answering = Answering(LedgerRepo(store), clock)
     try:
         await answering.load()
         yield answering
@@ -125,7 +126,7 @@ async def test_the_loops_small_transactions_are_checkpointed_into_the_database_f
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "gateway.db"
-    store = await Store.open(db)
+    store = await Database.open(db)
     try:
         for n in range(CHECKPOINT_EVERY):
 

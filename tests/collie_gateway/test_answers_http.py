@@ -22,9 +22,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from aiohttp.typedefs import Handler, Middleware
 
+from collie_gateway.core.mirror import LinkState
+from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.gateway import Gateway
-from collie_gateway.mirror import LinkState
-from collie_gateway.settings import LinkTiming
 from collie_gateway.sources import Source
 from fixtures.agents.harness import AgentAddress
 from tests.collie_gateway.conftest import FAST, Rig, eventually, get_json, post_json
@@ -116,7 +116,7 @@ class Desk:
     async def ask(self, **ask: Any) -> AskHandle:
         """Raise an ask and wait until the gateway mirrors it."""
         handle = await self.conv.ask(**ask)
-        await eventually(lambda: self.gw.find_ask("desk", handle.id) is not None)
+        await eventually(lambda: self.gw.agents.find_ask("desk", handle.id) is not None)
         return handle
 
     async def answer(
@@ -195,7 +195,7 @@ async def test_T1_accepted_the_card_closes_and_the_agent_acts_once(rig: Rig) -> 
     assert resolution.answer is not None
     assert resolution.answer.option == "allow"
     # The card closes: the ask leaves the chat.
-    await eventually(lambda: d.gw.find_ask("desk", "p") is None)
+    await eventually(lambda: d.gw.agents.find_ask("desk", "p") is None)
     assert await d.card_ids() == []
     assert d.acted("p") == [("answered", "r1")]
     assert (await d.status("r1"))["outcome"] == "accepted"
@@ -329,7 +329,7 @@ async def test_T1_not_open_a_restarted_agent_has_not_raised_it_again_yet(rig: Ri
     conv = await again.agent.conversation("c1")
     assert conv is not None
     await conv.ask(id="p", kind="text", title="Name?")  # it comes back
-    await eventually(lambda: d.gw.find_ask("desk", "p") is not None)
+    await eventually(lambda: d.gw.agents.find_ask("desk", "p") is not None)
     card = (await d.chat())["cards"]["cards"][0]
     assert card["answerable"] is True  # the card is back, to be answered
     assert (await d.answer("p", "r2", {"text": "a"}))["outcome"] == "accepted"
@@ -348,7 +348,9 @@ async def test_T1_the_ask_changed_meanwhile(rig: Rig) -> None:
     d = await desk(rig)
     ask = await d.ask(id="p", kind="text", title="Name?")
     await ask.change(text="Name of the new note?")
-    await eventually(lambda: (a := d.gw.find_ask("desk", "p")) is not None and a.version == 2)
+    await eventually(
+        lambda: (a := d.gw.agents.find_ask("desk", "p")) is not None and a.version == 2
+    )
     result = await d.answer("p", "r1", {"text": "a"}, version=1)
     assert result["outcome"] == "changed"
     assert result["card"]["line"] == "This ask changed. Read it again, then tap an answer."
@@ -476,7 +478,9 @@ async def test_T1_after_an_uncertain_tap_the_changed_ask_can_be_answered(rig: Ri
     assert (await d.answer("p", "r1", {"text": "a"}))["outcome"] == "uncertain"
     d.wire.mode = "pass"
     await ask.change(text="Which name, now?")
-    await eventually(lambda: (a := d.gw.find_ask("desk", "p")) is not None and a.version == 2)
+    await eventually(
+        lambda: (a := d.gw.agents.find_ask("desk", "p")) is not None and a.version == 2
+    )
 
     async def r1_settled() -> bool:
         return bool((await d.status("r1"))["settled"])
@@ -601,7 +605,9 @@ async def test_T1_an_answer_to_an_older_version_is_changed_not_refused(rig: Rig)
     d = await desk(rig)
     ask = await d.ask(id="p", kind="permission", title="Run ls?", tool=TOOL, options=PERMISSION)
     await ask.change(title="Run\u202e ls?")
-    await eventually(lambda: (a := d.gw.find_ask("desk", "p")) is not None and a.version == 2)
+    await eventually(
+        lambda: (a := d.gw.agents.find_ask("desk", "p")) is not None and a.version == 2
+    )
     result = await d.answer("p", "r1", {"option": "always", "confirmed": True}, version=1)
     assert result["outcome"] == "changed"
     assert result["card"]["line"] == "This ask changed. Read it again, then tap an answer."
@@ -673,7 +679,7 @@ async def test_R4_answered_from_the_phone_or_stopped_leave_no_line(rig: Rig) -> 
     assert (await d.answer("a", "r1", {"text": "x"}))["outcome"] == "accepted"
     sent = {"request_id": "m1", "text": "tidy the notes"}
     await post_json(d.client, "/api/v1/agents/desk/conversations/c1/messages", sent)
-    await eventually(lambda: d.gw.find_ask("desk", "s") is not None)
+    await eventually(lambda: d.gw.agents.find_ask("desk", "s") is not None)
     stop = {"request_id": "stop-1", "turn": (await d.chat())["turn"]}
     stopped = await post_json(d.client, "/api/v1/agents/desk/conversations/c1/stop", stop)
     assert stopped["outcome"] == "accepted"

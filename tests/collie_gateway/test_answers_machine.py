@@ -1,8 +1,8 @@
 """The answer state machine (spec T1; people-in-the-loop S5; wire §11, §12.1).
 
 As in h2's ``test_state_machines``, the machine is driven directly rather than through its
-shell: :mod:`collie_gateway.answers` is pure, so a test plays the ledger (what
-:mod:`collie_gateway.answering` keeps in SQLite), the agent and the link between them, and
+shell: :mod:`collie_gateway.core.answers` is pure, so a test plays the ledger (what
+:mod:`collie_gateway.services.answering` keeps in SQLite), the agent and the link between them, and
 states what must hold after every step. The example tests below it walk T1's table row by row.
 """
 
@@ -21,7 +21,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from collie_gateway.answers import (
+from collie_gateway.core.answers import (
     AGENT_OUTCOMES,
     Action,
     Outcome,

@@ -10,14 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from collie_gateway.core.answers import CardState, TapOutcome
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.cards import (
     Card,
-    CardState,
     ChoiceBody,
     FormBody,
     PermissionBody,
-    TapOutcome,
     TextBody,
     build_card,
     build_cards,

@@ -13,8 +13,8 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.gateway import Gateway
-from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from wire.agent import Agent, AskHandle, ConversationHandle, FormField, Option, ToolRef
@@ -41,7 +41,7 @@ class Desk:
 
     async def ask(self, **ask: Any) -> AskHandle:
         handle = await self.conv.ask(**ask)
-        await eventually(lambda: self.gw.find_ask("desk", handle.id) is not None)
+        await eventually(lambda: self.gw.agents.find_ask("desk", handle.id) is not None)
         return handle
 
     async def cards(self, *, show_all: bool = False) -> dict[str, Any]:
@@ -404,7 +404,7 @@ async def test_A8_five_cards_then_show_n_more(rig: Rig) -> None:
     assert every["more"] is None
     # An answered card closes and no longer counts.
     assert (await d.answer("q0", "r1", {"text": "done"}))["outcome"] == "accepted"
-    await eventually(lambda: d.gw.find_ask("desk", "q0") is None)
+    await eventually(lambda: d.gw.agents.find_ask("desk", "q0") is None)
     after = await d.cards()
     assert [c["ask_id"] for c in after["cards"]] == [f"q{i}" for i in range(1, 6)]
     assert after["more"] == {"label": "Show 1 more", "count": 1}

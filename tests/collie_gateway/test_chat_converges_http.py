@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from collie_gateway.mirror import LinkState
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.sources import Source
 from collie_gateway.views.chat import CHAT_TEXT_LIMIT
 from collie_gateway.views.text import ShownText

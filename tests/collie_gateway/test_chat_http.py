@@ -14,9 +14,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from aiohttp.typedefs import Handler, Middleware
 
+from collie_gateway.core.mirror import LinkState
+from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.gateway import Gateway
-from collie_gateway.mirror import LinkState
-from collie_gateway.settings import LinkTiming
 from collie_gateway.sources import Source
 from collie_gateway.views.text import clean
 from tests.collie_gateway.conftest import FAST, Rig, eventually, get_json, post_json
@@ -339,7 +339,7 @@ async def test_C3_stop_leaves_the_note_stopped(rig: Rig) -> None:
     # The note is the gateway's own: it is kept across a restart of the gateway.
 
     async def stored() -> bool:
-        return bool(await gw.load_notes("desk", "c1"))
+        return bool(await gw.chats.notes.load("desk", "c1"))
 
     await eventually(stored)
     assert rig.client is not None

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from collie_gateway.mirror import LinkState
-from collie_gateway.redact import MASK, Redactor
+from collie_gateway.core.mirror import LinkState
+from collie_gateway.core.redact import MASK, Redactor
 from collie_gateway.sources import Source
 from tests.collie_gateway.chat_phone import LogAgent, PhoneChat, shown
 from tests.collie_gateway.conftest import Rig, eventually, get_json

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from collie_gateway.redact import MASK, Redactor
+from collie_gateway.core.answers import CardState, TapOutcome
+from collie_gateway.core.notes import Note
+from collie_gateway.core.redact import MASK, Redactor
 from collie_gateway.strings import Catalogue
-from collie_gateway.views.cards import CardState, TapOutcome
 from collie_gateway.views.chat import (
     ECHO_WINDOW,
     LINE_LIFETIME,
@@ -19,7 +20,6 @@ from collie_gateway.views.chat import (
     ChatLine,
     LineState,
     MyLine,
-    Note,
     build_chat,
     item_line,
     match_echo,

@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 
 from collie_gateway.errors import StoreError
-from collie_gateway.store import MIGRATIONS, Store
+from collie_gateway.store.database import MIGRATIONS, Database
 from fixtures.agents.harness import REPO, serve_agent, short_dir
 from wire.agent import Agent, Starter
 
@@ -131,7 +131,7 @@ def _gateway_file(path: Path, *, wal: bool) -> None:
 
 
 async def _open_and_close(path: Path) -> None:
-    store = await Store.open(path)
+    store = await Database.open(path)
     await store.close()
 
 
@@ -195,7 +195,7 @@ async def test_the_store_refuses_a_newer_file_in_process_too(tmp_path: Path) -> 
     await asyncio.to_thread(_gateway_file, db, wal=True)
     before = _files(tmp_path)
     with pytest.raises(StoreError, match="is newer than this gateway knows"):
-        await Store.open(db)
+        await Database.open(db)
     assert _files(tmp_path) == before
 
 

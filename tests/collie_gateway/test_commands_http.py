@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.gateway import Gateway
-from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from wire.agent import Agent, Button, ConversationHandle, SendMessage, Starter

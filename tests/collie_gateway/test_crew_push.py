@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from collie_gateway.app import create_app
+from collie_gateway.http.app import create_app
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Member, Source
 from tests.collie_gateway.conftest import FAST, Rig, eventually, get_json, post_json

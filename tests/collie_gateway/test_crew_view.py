@@ -16,8 +16,8 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from collie_gateway.crew import MAX_EVENT, rewrite_urls
 from collie_gateway.errors import SourcesError
+from collie_gateway.services.crew import MAX_EVENT, rewrite_urls
 from collie_gateway.sources import Member, load_crew, load_sources
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.dashboard import (

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from collie_gateway.mirror import LinkState
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.sources import Source
 from collie_gateway.views.dashboard import agent_row, build_dashboard
 from tests.collie_gateway.conftest import Rig, eventually, get_json
@@ -198,7 +198,7 @@ async def test_R5_survives_restart_from_sqlite(rig: Rig) -> None:
     await conv.ask(kind="text", id="q", title="Name?")
     client, gw = await rig.gateway([Source(name="desk", socket=sock)])
     await eventually(lambda: gw.mirrors["desk"].waiting_count == 1)
-    await gw.store.flush()
+    await gw.mirrors_repo.flush()
     await client.close()
     await rig.stop("desk")
     client2, gw2 = await rig.gateway([Source(name="desk", socket=sock)])
@@ -226,7 +226,7 @@ async def test_D1_D5_D6_D7_dashboard_from_the_live_rows_is_what_a_fresh_build_sa
         cat = gw.settings.catalogue
         for pending_only in (False, True):
             # in-process, with no await between: the same moment of the mirrors
-            served = msgspec.json.encode(gw.dashboard(pending_only=pending_only))
+            served = msgspec.json.encode(gw.rows.dashboard(pending_only=pending_only))
             fresh = build_dashboard(
                 [agent_row(s, gw.mirrors[s.name], cat) for s in sources],
                 ("main",),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collie_gateway.mirror import AgentMirror, LinkState
+from collie_gateway.core.mirror import AgentMirror, LinkState
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.dashboard import AgentRow, Dashboard, agent_row, build_dashboard

@@ -12,7 +12,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from collie_gateway.mirror import LinkState
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.sources import Source
 from tests.collie_gateway.chat_phone import PhoneChat, shown
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json, raw_agent
@@ -257,7 +257,7 @@ async def test_X1_new_secret_families_masked_on_list_header_and_cards(rig: Rig) 
         await agent.open_conversation(f"s{n}", title=case["input"], subtitle=case["input"])
     await conv.ask(kind="text", id="q", title=NEW_FAMILIES[0]["input"][:1000])
     await eventually(lambda: len(gw.mirrors["desk"].conversations) == 1 + len(NEW_FAMILIES))
-    await eventually(lambda: gw.find_ask("desk", "q") is not None)
+    await eventually(lambda: gw.agents.find_ask("desk", "q") is not None)
     rows = {
         r["conversation_id"]: r for r in (await get_json(client, AGENT + "/conversations"))["rows"]
     }

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from collie_gateway.mirror import LinkState
-from collie_gateway.settings import LinkTiming
+from collie_gateway.core.mirror import LinkState
+from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.sources import Source
 from tests.collie_gateway.conftest import Rig, eventually, get_json, raw_agent
 

@@ -13,9 +13,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from aiohttp.typedefs import Handler, Middleware
 
+from collie_gateway.core.mirror import LinkState
+from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.gateway import Gateway
-from collie_gateway.mirror import LinkState
-from collie_gateway.settings import LinkTiming
 from collie_gateway.sources import Source
 from tests.collie_gateway.conftest import FAST, Rig, eventually, get_json, post_json
 from wire.agent import Agent

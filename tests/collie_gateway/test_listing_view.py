@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collie_gateway.redact import MASK, Redactor
+from collie_gateway.core.redact import MASK, Redactor
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.listing import (
     ClosedRead,

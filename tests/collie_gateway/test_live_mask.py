@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collie_gateway.redact import (
+from collie_gateway.core.redact import (
     _RULES,
     MASK,
     SPANNING_RULES,

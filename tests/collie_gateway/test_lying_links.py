@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from collie_gateway.markdown import render
+from collie_gateway.core.markdown import render
 from tests.collie_gateway.conftest import Rig
 from tests.collie_gateway.test_chat_http import chat, seen_by_gateway, start
 

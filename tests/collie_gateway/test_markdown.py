@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it.token import Token
 
-from collie_gateway.markdown import (
+from collie_gateway.core.markdown import (
     _MD,
     ALLOWED_ATTRIBUTES,
     ALLOWED_TAGS,

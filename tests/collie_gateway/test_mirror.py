@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collie_gateway.mirror import AgentMirror, Change, LinkState, apply_event, is_waiting
+from collie_gateway.core.mirror import AgentMirror, Change, LinkState, apply_event, is_waiting
 from wire.messages import (
     AgentEvent,
     Ask,

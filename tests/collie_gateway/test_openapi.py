@@ -14,10 +14,10 @@ from openapi_spec_validator import validate
 from pytest_aiohttp import AiohttpClient
 
 import collie_gateway
-from collie_gateway.app import create_app
-from collie_gateway.routes import document as openapi_document
+from collie_gateway.http.app import create_app
+from collie_gateway.http.routes import document as openapi_document
+from collie_gateway.http.webpage import is_web_path
 from collie_gateway.settings import Settings
-from collie_gateway.webpage import is_web_path
 
 METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
 PATH_ITEM_KEYS = METHODS | {"summary", "description", "servers", "parameters", "$ref"}
@@ -371,9 +371,9 @@ def test_every_time_is_an_rfc3339_string() -> None:
 def test_a_route_of_another_module_needs_only_its_entry() -> None:
     """The generator alone: a regex path parameter, a body of several kinds, an answer with
     a schema of its own (as a crew member's relayed view)."""
-    from collie_gateway.api import Error
-    from collie_gateway.openapi import Route, openapi_document
-    from collie_gateway.routes import PhonePlain, PhoneTurn
+    from collie_gateway.http.api import Error
+    from collie_gateway.http.openapi import Route, openapi_document
+    from collie_gateway.http.routes import PhonePlain, PhoneTurn
 
     async def relay(request: object) -> object:
         """Relay a command to a member.

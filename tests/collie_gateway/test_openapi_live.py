@@ -26,10 +26,10 @@ from schemathesis.checks import (
 )
 from schemathesis.core.result import Ok
 
-from collie_gateway.app import GATEWAY, create_app
-from collie_gateway.mirror import LinkState
-from collie_gateway.phonebus import PhoneEvent
-from collie_gateway.routes import document
+from collie_gateway.core.mirror import LinkState
+from collie_gateway.http.app import GATEWAY, create_app
+from collie_gateway.http.routes import document
+from collie_gateway.services.phonebus import PhoneEvent
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
 from fixtures.agents import desk

@@ -15,9 +15,9 @@ import pytest
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 
-from collie_gateway import routes
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.gateway import Gateway
-from collie_gateway.mirror import LinkState
+from collie_gateway.http import routes
 from collie_gateway.sources import Source
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from wire.agent import Agent, ConversationHandle, SendMessage
@@ -188,7 +188,7 @@ async def test_a_reply_streamed_token_by_token_reaches_every_phone_whole(rig: Ri
     phones = [await Phone.connect(client) for _ in range(10)]
     item = await conv.append(kind="reply", final=False)
     await phones[0].wait_for("chat.item", lambda d: d["item"]["id"] == item.id)
-    await gw.store.flush()
+    await gw.mirrors_repo.flush()
     words = [f"w{n} " for n in range(150)]
     for word in words:
         await item.delta(word)
@@ -198,7 +198,7 @@ async def test_a_reply_streamed_token_by_token_reaches_every_phone_whole(rig: Ri
         return "".join(d["text"] for d in phone.of("chat.delta") if d["item_id"] == item.id)
 
     await eventually(lambda: all(text(p) == "".join(words) for p in phones))
-    assert not gw.store._dirty_agents  # no stored row changed, no flush was asked for
+    assert not gw.mirrors_repo._dirty_agents  # no stored row changed, no flush was asked for
     for phone in phones:
         assert len(phone.of("chat.delta")) < len(words) * 3 / 4
         await phone.close()

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from collie_gateway.phonebus import PhoneBus, PhoneEvent
+from collie_gateway.services.phonebus import PhoneBus, PhoneEvent
 
 
 def publish(bus: PhoneBus, n: int) -> list[PhoneEvent]:

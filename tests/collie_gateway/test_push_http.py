@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.gateway import Gateway
-from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
 from push import Duplicate, RetryPolicy, SeenSet, SignatureError, open_envelope, verify

@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from collie_gateway.pushing import NO_DEVICE, PUSH_GRACE, RESOLVED
+from collie_gateway.core.push_plan import NO_DEVICE
+from collie_gateway.services.pushing import PUSH_GRACE, RESOLVED
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from tests.collie_gateway.push_fixtures import Services, services
 from tests.collie_gateway.test_push_http import (

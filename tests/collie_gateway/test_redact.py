@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collie_gateway.redact import ELLIPSIS, MASK, Redactor, redactor_from_env
+from collie_gateway.core.redact import ELLIPSIS, MASK, Redactor, redactor_from_env
 from fixtures.redaction.corpus import HELD_OUT, Clean, Secret, held_out, masked, score
 
 CORPUS = Path(__file__).parents[2] / "fixtures" / "redaction"

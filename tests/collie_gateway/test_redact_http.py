@@ -62,7 +62,7 @@ async def test_X1_second_families_masked_on_rows_headers_and_cards(rig: Rig) -> 
         options=[Option(id="a", label=f"Use {postman['secret']}"), Option(id="b", label="Skip")],
     )
     await eventually(lambda: len(gw.mirrors["desk"].conversations) == 1 + len(SECRETS))
-    await eventually(lambda: gw.find_ask("desk", "q") is not None)
+    await eventually(lambda: gw.agents.find_ask("desk", "q") is not None)
     rows = {
         r["conversation_id"]: r for r in (await get_json(client, AGENT + "/conversations"))["rows"]
     }

@@ -22,9 +22,9 @@ from aiohttp.test_utils import TestClient
 from aiohttp.typedefs import Handler
 
 from bridges.stalwart import SIGNATURE, Bridge, Ledger, StalwartConfig
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.errors import SourcesError
 from collie_gateway.gateway import Gateway
-from collie_gateway.mirror import LinkState
 from collie_gateway.sources import Source, parse_sources
 from fixtures.agents.harness import REPO
 from fixtures.stalwart.server import Webhook, Worker, sign
@@ -284,7 +284,7 @@ async def test_S2_cancel_all_closes_every_pause_of_the_run(shop: Shop) -> None:
         "accepted"
     )
     await shop.line("t1", "reply", "Cancelled everything.")
-    await eventually(lambda: shop.gw.find_ask("shop", second["ask_id"]) is None)
+    await eventually(lambda: shop.gw.agents.find_ask("shop", second["ask_id"]) is None)
     late = await shop.answer(second["ask_id"], "r2", {"option": "approve"})
     assert late["outcome"] != "accepted"
     assert shop.store.open_interrupts("t1") == []
@@ -491,7 +491,7 @@ async def test_S7_an_operator_rollback_report_is_a_notice_and_closes_the_pauses(
             report = (await answer.json())["rollback"]
     assert report == {"undone": [], "not_undone": ["charge_card"]}  # charge_card: irreversible
     await shop.line("t1", "notice", "Undoing what this run did\nCould not be undone: charge_card")
-    await eventually(lambda: shop.gw.find_ask("shop", second["ask_id"]) is None)
+    await eventually(lambda: shop.gw.agents.find_ask("shop", second["ask_id"]) is None)
 
 
 async def test_S7_rollback_without_an_operator_token_is_403(rig: Rig) -> None:
@@ -572,7 +572,7 @@ async def test_S6_a_server_with_a_secret_refuses_an_unsigned_resume_and_takes_th
             await bridge.thread("t1")
             sock = await rig.serve("shop", bridge.agent)
             client, gw = await rig.gateway([Source(name="shop", socket=sock)])
-            await eventually(lambda: gw.find_ask("shop", pause["id"]) is not None)
+            await eventually(lambda: gw.agents.find_ask("shop", pause["id"]) is not None)
             payload = {"request_id": "r1", "version": 1, "answer": {"option": "approve"}}
             result = await post_json(
                 client, f"/api/v1/agents/shop/asks/{pause['id']}/answer", payload
@@ -658,7 +658,9 @@ async def test_S5_two_phones_racing_on_two_workers_one_accepted_one_already_answ
             for bridge in bridges:
                 await bridge.sync("t1")
             await eventually(
-                lambda: all(gw.find_ask(n, pause["id"]) is not None for n in ("shop-a", "shop-b"))
+                lambda: all(
+                    gw.agents.find_ask(n, pause["id"]) is not None for n in ("shop-a", "shop-b")
+                )
             )
             payload = {"version": 1, "answer": {"option": "approve"}}
             one, two = await asyncio.gather(

@@ -254,7 +254,7 @@ async def test_T1_walk_from_dashboard_to_an_ask_and_answer_it_once(
     ask = await s.conv.ask(
         id="p", kind="permission", title="Run ls?", tool=TOOL, options=PERMISSION
     )
-    await eventually(lambda: s.gw.find_ask("desk", "p") is not None)
+    await eventually(lambda: s.gw.agents.find_ask("desk", "p") is not None)
     page = await open_page(browser, s.live.url)
     answers: list[str] = []
     page.on("request", lambda r: answers.append(r.url) if r.url.endswith("/answer") else None)
@@ -433,14 +433,14 @@ async def test_T1_decided_changed_and_retry_with_the_same_request_id(
     await s.live.drop()
     await s.live.start()
     await decided.decide()
-    await eventually(lambda: s.gw.find_ask("desk", "d") is None)
+    await eventually(lambda: s.gw.agents.find_ask("desk", "d") is None)
     card = page.locator("article.card[data-ask=d]")
     await card.get_by_role("button", name=re.compile("^Allow")).click()
     await expect(card).to_contain_text("Decided in the durable agent.")
     await expect(card.get_by_role("button", name=re.compile("^Allow"))).to_be_disabled()
     # The ask changes unseen: the tap on the old text is not applied; the card reads it again.
     await changed.change(title="Sync and delete?")
-    await eventually(lambda: s.gw.find_ask("desk", "c").version == 2)
+    await eventually(lambda: s.gw.agents.find_ask("desk", "c").version == 2)
     card = page.locator("article.card[data-ask=c]")
     await card.get_by_role("button", name=re.compile("^Allow")).click()
     await expect(card).to_contain_text("This ask changed. Read it again, then tap an answer.")
@@ -478,7 +478,7 @@ async def test_T1_decided_changed_and_retry_with_the_same_request_id(
     await card.get_by_role("button", name="Retry").click()
     await eventually(lambda: len(sent) == 2)
     assert sent[0]["request_id"] == sent[1]["request_id"]
-    await eventually(lambda: s.gw.find_ask("desk", "r") is None)
+    await eventually(lambda: s.gw.agents.find_ask("desk", "r") is None)
     no_errors(page)
 
 
@@ -607,7 +607,7 @@ async def test_web_axe_no_serious_violation_on_any_screen_light_and_dark(
     assert live.gateway is not None
     gw = live.gateway
     await eventually(lambda: gw.mirrors["desk"].state.value == "ready")
-    await eventually(lambda: gw.find_ask("desk", "desk-form-ask") is not None)
+    await eventually(lambda: gw.agents.find_ask("desk", "desk-form-ask") is not None)
     found: list[str] = []
     for scheme in ("light", "dark"):
         page = await open_page(browser, live.url, scheme)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -157,7 +156,3 @@ def fcm_device(id: str = "dev-android", *, key: bytes | None = None) -> Device:
         key=key,
     )
 
-
-@pytest.fixture
-def tmp_db(tmp_path: Path) -> Path:
-    return tmp_path / "gateway.sqlite3"

@@ -1,5 +1,8 @@
 """The agent: conversations, items, asks and turns, kept in its SQLite file, and the commands
-of wire/SPEC.md applied to them exactly once per request id."""
+of wire/SPEC.md applied to them exactly once per request id.
+
+The top of the SDK: it builds its handles (``_handles``) and its HTTP face (``_server``),
+which know it only through the protocols they declare (``Host``, ``ServedAgent``)."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from wire.agent._handles import (
     aware,
     checked,
 )
+from wire.agent._server import AgentRunner, RequestError, build_app, serve_tcp, serve_unix
 from wire.agent._store import Store, Tx
 from wire.answers import check_answer
 from wire.messages import (
@@ -67,8 +71,6 @@ if TYPE_CHECKING:
     from aiohttp import web
     from aiohttp.typedefs import Middleware
 
-    from wire.agent._server import AgentRunner
-
 log = logging.getLogger(__name__)
 S = TypeVar("S")
 
@@ -83,16 +85,6 @@ PING_INTERVAL: Final = 15.0  # wire/SPEC.md, Events: a ping at least every 15 s
 KEEP_REQUESTS: Final = timedelta(days=30)
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _US: Final = timedelta(microseconds=1)
-
-
-class RequestError(Exception):
-    """A command refused with an HTTP error status and an ``ErrorBody`` code."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
 
 
 _OUTCOME_OF: Final = {"answered": "answered", "decided": "decided", "expired": "expired"}
@@ -289,17 +281,23 @@ class Agent:
 
     async def serve_unix(self, path: Path) -> AgentRunner:
         """Serve on a Unix socket at ``path``, created mode 0600."""
-        from wire.agent._server import serve_unix
-
         await self.start()
-        return await serve_unix(self, path)
+        self._served = True
+        runner = await serve_unix(self, path, on_close=self._forget_runner)
+        self._runners.append(runner)
+        return runner
 
     async def serve_tcp(self, host: str, port: int) -> AgentRunner:
         """Serve on ``host``:``port`` (0 picks a free port; see ``runner.url``)."""
-        from wire.agent._server import serve_tcp
-
         await self.start()
-        return await serve_tcp(self, host, port)
+        self._served = True
+        runner = await serve_tcp(self, host, port, on_close=self._forget_runner)
+        self._runners.append(runner)
+        return runner
+
+    def _forget_runner(self, runner: AgentRunner) -> None:
+        with contextlib.suppress(ValueError):
+            self._runners.remove(runner)
 
     async def serve_forever(
         self,
@@ -356,8 +354,7 @@ class Agent:
 
     def app(self) -> web.Application:
         """An aiohttp application serving this agent (after :meth:`start`)."""
-        from wire.agent._server import build_app
-
+        self._served = True
         return build_app(self)
 
     async def _load(self) -> None:

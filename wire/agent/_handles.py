@@ -1,5 +1,9 @@
 """The handles an agent's code holds: a conversation, an item, an ask. Every change goes
-through the agent's one writer and is sent as events before the call returns."""
+through the agent's one writer and is sent as events before the call returns.
+
+A handle knows its agent only as a :class:`Host` (the clock, the state file, the writer's
+operations), so this module imports nothing of ``_agent.py``: imports run one way,
+``_agent`` → ``_handles`` → ``_store``."""
 
 from __future__ import annotations
 
@@ -10,13 +14,13 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
 from msgspec.structs import replace
 
-from wire.agent._store import Tx
+from wire.agent._store import Store, Tx
 from wire.errors import LocalWireError, RemoteWireError
 from wire.messages import (
     MAX_ID,
@@ -36,9 +40,6 @@ from wire.messages import (
     encode,
 )
 
-if TYPE_CHECKING:
-    from wire.agent._agent import Agent
-
 
 def _derived_id(base: str, key: str) -> str:
     """``base:key``, or a digest of it when that is longer than an id may be."""
@@ -46,6 +47,7 @@ def _derived_id(base: str, key: str) -> str:
     if len(whole) <= MAX_ID:
         return whole
     return "f-" + hashlib.sha256(whole.encode()).hexdigest()
+
 
 S = TypeVar("S")
 log = logging.getLogger(__name__)
@@ -80,6 +82,38 @@ def ask_content(ask: Ask) -> Ask:
     return replace(ask, version=0, raised_at=None)
 
 
+class Host(Protocol):
+    """What a handle needs of its agent: the clock, the state file, and the operations of the
+    one writer, each run inside a transaction (``Agent`` is the implementation)."""
+
+    _store: Store
+    _open_asks: dict[str, AskHandle]
+    _acted: set[tuple[str, str]]  # AskHandle.once marks of this run
+    _served: bool  # an app was built: answers can arrive
+
+    def now(self) -> datetime: ...
+
+    async def _transact(self, build: Callable[[Tx], Awaitable[S]], *, defer: bool = False) -> S: ...
+
+    def _touch(self, tx: Tx, conv: ConversationHandle) -> None: ...
+
+    def _set_info(self, tx: Tx, conv: ConversationHandle, info: Conversation) -> None: ...
+
+    def _add_item(self, tx: Tx, conv: ConversationHandle, item: Item) -> int: ...
+
+    def _put_item(
+        self, tx: Tx, conv: ConversationHandle, seq: int, item: Item, delta: str | None
+    ) -> None: ...
+
+    def _put_ask(self, tx: Tx, handle: AskHandle, ask: Ask, *, changed: bool) -> None: ...
+
+    def _resolve(self, tx: Tx, handle: AskHandle, resolution: Resolution) -> None: ...
+
+    async def _close(self, tx: Tx, conv: ConversationHandle) -> None: ...
+
+    async def _reopen(self, tx: Tx, conv: ConversationHandle) -> None: ...
+
+
 @dataclass(eq=False)
 class Turn:
     """A turn of a conversation: its task, once started, and whether it was stopped."""
@@ -93,7 +127,7 @@ class ConversationHandle:
     """One conversation of the agent. Every change is written to the state file and sent as
     events before the call returns."""
 
-    def __init__(self, agent: Agent, info: Conversation, items: list[Item]) -> None:
+    def __init__(self, agent: Host, info: Conversation, items: list[Item]) -> None:
         self.agent = agent
         self._info = info
         self._items = items
@@ -316,38 +350,41 @@ class ConversationHandle:
                     irreversible=irreversible,
                 )
             )
-            existing = agent._open_asks.get(ask.id)
-            if existing is not None:
-                if existing.conversation is not self:
-                    raise LocalWireError(f"ask {ask.id} belongs to another conversation")
-                if ask_content(existing.ask) != ask_content(ask):
-                    new = replace(
-                        ask, version=existing.version + 1, raised_at=existing.ask.raised_at
-                    )
-                    agent._put_ask(tx, existing, new, changed=True)
-                return existing
-            rows = await agent._store.fetch(
-                "SELECT conversation, turn, data, resolution FROM asks WHERE id = ?", (ask.id,)
-            )
-            if rows:
-                conversation, turn, data, resolution = rows[0]
-                if conversation != self.id:
-                    raise LocalWireError(f"ask {ask.id} belongs to another conversation")
-                stored = decode(bytes(data), Ask)
-                if resolution is not None:
-                    done = decode(bytes(resolution), Resolution)
-                    return AskHandle(self, stored, int(turn), resolution=done)
-                version = (
-                    stored.version
-                    if ask_content(stored) == ask_content(ask)
-                    else stored.version + 1
-                )
-                ask = replace(ask, version=version, raised_at=stored.raised_at)
-            handle = AskHandle(self, ask, self.turn)
-            agent._put_ask(tx, handle, ask, changed=False)
-            return handle
+            return await self._raise(tx, ask)
 
         return await agent._transact(build)
+
+    async def _raise(self, tx: Tx, ask: Ask) -> AskHandle:
+        """Raise ``ask``, or find it raised before under its id: open in this run (its
+        version grows if the content changed), or kept in the state file (resolved: handed
+        back as it ended; open: raised again)."""
+        agent = self.agent
+        existing = agent._open_asks.get(ask.id)
+        if existing is not None:
+            if existing.conversation is not self:
+                raise LocalWireError(f"ask {ask.id} belongs to another conversation")
+            if ask_content(existing.ask) != ask_content(ask):
+                new = replace(ask, version=existing.version + 1, raised_at=existing.ask.raised_at)
+                agent._put_ask(tx, existing, new, changed=True)
+            return existing
+        rows = await agent._store.fetch(
+            "SELECT conversation, turn, data, resolution FROM asks WHERE id = ?", (ask.id,)
+        )
+        if rows:
+            conversation, turn, data, resolution = rows[0]
+            if conversation != self.id:
+                raise LocalWireError(f"ask {ask.id} belongs to another conversation")
+            stored = decode(bytes(data), Ask)
+            if resolution is not None:
+                done = decode(bytes(resolution), Resolution)
+                return AskHandle(self, stored, int(turn), resolution=done)
+            version = (
+                stored.version if ask_content(stored) == ask_content(ask) else stored.version + 1
+            )
+            ask = replace(ask, version=version, raised_at=stored.raised_at)
+        handle = AskHandle(self, ask, self.turn)
+        agent._put_ask(tx, handle, ask, changed=False)
+        return handle
 
     async def close(self) -> None:
         """Close the conversation: stops its turn, resolves its asks ``stopped``."""

@@ -1,5 +1,8 @@
 """The HTTP face of an agent: the endpoints of wire/SPEC.md on aiohttp, over a Unix socket
-(mode 0600) or TCP. Decode, call the agent, encode; no behaviour of its own."""
+(mode 0600) or TCP. Decode, call the agent, encode; no behaviour of its own.
+
+It knows the agent only as a :class:`ServedAgent` (what the endpoints call), so it imports
+nothing of ``_agent.py``: imports run one way, ``_agent`` → ``_server`` → ``_store``."""
 
 from __future__ import annotations
 
@@ -11,21 +14,27 @@ import logging
 import os
 import socket
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
-from wire.agent._agent import Agent, RequestError
+from wire.agent._store import Store
 from wire.errors import RemoteWireError
 from wire.messages import (
     MAX_BODY,
+    Conversation,
+    ConversationPage,
     ErrorBody,
+    Hello,
     PlainCommand,
     Reply,
     Reset,
     SendMessage,
     StartConversation,
+    Starter,
     StarterList,
     TurnCommand,
     decode,
@@ -36,7 +45,61 @@ from wire.sse import COMMENT_PING, encode_event
 log = logging.getLogger(__name__)
 C = TypeVar("C")
 
-AGENT: Final = web.AppKey("agent", Agent)
+
+class RequestError(Exception):
+    """A command refused with an HTTP error status and an ``ErrorBody`` code."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class ServedAgent(Protocol):
+    """What the endpoints call on an agent: its hello and options, its reads and commands
+    (each may raise :class:`RequestError`), and the event log ``GET /events`` reads
+    (``Agent`` is the implementation)."""
+
+    hello: Hello
+    starters: list[Starter]
+    token: str | None
+    ping_interval: float
+    middlewares: tuple[Middleware, ...]
+    _store: Store
+
+    def has(self, feature: str) -> bool: ...
+
+    async def read_open(self) -> tuple[ConversationPage, int]: ...
+
+    async def read_closed(
+        self, limit: int, cursor: tuple[int, str] | None
+    ) -> tuple[ConversationPage, int]: ...
+
+    async def read_conversation(self, conversation_id: str) -> tuple[Conversation | None, int]: ...
+
+    async def command_start(self, key: bytes, cmd: StartConversation) -> bytes: ...
+
+    async def command_message(
+        self, key: bytes, conversation_id: str, msg: SendMessage
+    ) -> bytes: ...
+
+    async def command_stop(self, key: bytes, conversation_id: str, cmd: TurnCommand) -> bytes: ...
+
+    async def command_button(
+        self, key: bytes, conversation_id: str, button_id: str, cmd: TurnCommand
+    ) -> bytes: ...
+
+    async def command_close(self, key: bytes, conversation_id: str, cmd: PlainCommand) -> bytes: ...
+
+    async def command_reopen(
+        self, key: bytes, conversation_id: str, cmd: PlainCommand
+    ) -> bytes: ...
+
+    async def command_reply(self, key: bytes, ask_id: str, reply: Reply) -> bytes: ...
+
+
+AGENT: Final[web.AppKey[ServedAgent]] = web.AppKey("agent")
 CLOSING: Final = web.AppKey("closing", asyncio.Event)
 SHUTDOWN_TIMEOUT: Final = 2.0
 MAX_PAGE: Final = 100  # wire/SPEC.md: limit 1..100, default 100
@@ -265,14 +328,13 @@ async def _on_shutdown(app: web.Application) -> None:
     app[AGENT]._store.wake()
 
 
-def build_app(agent: Agent) -> web.Application:
+def build_app(agent: ServedAgent) -> web.Application:
     """An aiohttp application serving ``agent``'s endpoints."""
     app = web.Application(
         middlewares=[_errors, *agent.middlewares, _auth], client_max_size=MAX_BODY
     )
     app[AGENT] = agent
     app[CLOSING] = asyncio.Event()
-    agent._served = True
     app.on_shutdown.append(_on_shutdown)
     app.on_response_prepare.append(_no_store)
     router = app.router
@@ -296,7 +358,7 @@ class AgentRunner:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: ServedAgent,
         app: web.Application,
         runner: web.AppRunner,
         *,
@@ -304,6 +366,7 @@ class AgentRunner:
         socket_path: Path | None = None,
         port: int | None = None,
         inode: int | None = None,
+        on_close: Callable[[AgentRunner], None] | None = None,
     ) -> None:
         self.agent = agent
         self.url = url
@@ -313,6 +376,7 @@ class AgentRunner:
         self._app = app
         self._runner = runner
         self._inode = inode
+        self._on_close = on_close
         self._closed = False
 
     def __repr__(self) -> str:
@@ -326,8 +390,8 @@ class AgentRunner:
         self._app[CLOSING].set()
         self.agent._store.wake()
         await self._runner.cleanup()
-        with contextlib.suppress(ValueError):
-            self.agent._runners.remove(self)
+        if self._on_close is not None:
+            self._on_close(self)
         path = self.socket_path
         if path is not None and self._inode is not None:
             with contextlib.suppress(FileNotFoundError):
@@ -335,7 +399,7 @@ class AgentRunner:
                     path.unlink()
 
 
-async def _serve(agent: Agent, sock: socket.socket, **kwargs: Any) -> AgentRunner:
+async def _serve(agent: ServedAgent, sock: socket.socket, **kwargs: Any) -> AgentRunner:
     app = build_app(agent)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
     try:
@@ -345,9 +409,7 @@ async def _serve(agent: Agent, sock: socket.socket, **kwargs: Any) -> AgentRunne
         await runner.cleanup()
         sock.close()
         raise
-    served = AgentRunner(agent, app, runner, **kwargs)
-    agent._runners.append(served)
-    return served
+    return AgentRunner(agent, app, runner, **kwargs)
 
 
 def _bind_unix(path: Path) -> tuple[socket.socket, int]:
@@ -375,17 +437,29 @@ def _bind_unix(path: Path) -> tuple[socket.socket, int]:
         raise
 
 
-async def serve_unix(agent: Agent, path: Path) -> AgentRunner:
-    """Serve ``agent`` on a Unix socket at ``path`` (mode 0600)."""
+async def serve_unix(
+    agent: ServedAgent, path: Path, *, on_close: Callable[[AgentRunner], None] | None = None
+) -> AgentRunner:
+    """Serve ``agent`` on a Unix socket at ``path`` (mode 0600); ``on_close`` is called when
+    the runner closes."""
     sock, inode = _bind_unix(path)
-    return await _serve(agent, sock, url="http://agent", socket_path=path, inode=inode)
+    return await _serve(
+        agent, sock, url="http://agent", socket_path=path, inode=inode, on_close=on_close
+    )
 
 
-async def serve_tcp(agent: Agent, host: str, port: int) -> AgentRunner:
-    """Serve ``agent`` on TCP at ``host``:``port`` (0: a free port)."""
+async def serve_tcp(
+    agent: ServedAgent,
+    host: str,
+    port: int,
+    *,
+    on_close: Callable[[AgentRunner], None] | None = None,
+) -> AgentRunner:
+    """Serve ``agent`` on TCP at ``host``:``port`` (0: a free port); ``on_close`` is called
+    when the runner closes."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.create_server((host, port), family=family)
     sock.setblocking(False)
     bound = int(sock.getsockname()[1])
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    return await _serve(agent, sock, url=f"http://{shown}:{bound}", port=bound)
+    return await _serve(agent, sock, url=f"http://{shown}:{bound}", port=bound, on_close=on_close)

@@ -15,6 +15,7 @@ from typing import Final
 
 from aiohttp import web
 
+from collie_gateway.http.responses import http_error
 from collie_gateway.strings import Catalogue
 
 FILES: Final = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
@@ -57,10 +58,7 @@ def add_web_routes(app: web.Application, catalogue: Catalogue) -> None:
         name = request.match_info["name"]
         body = files.get(name)
         if body is None:
-            raise web.HTTPNotFound(
-                text='{"error": "not_found", "message": "no such file"}',
-                content_type="application/json",
-            )
+            raise http_error(web.HTTPNotFound, "not_found", "no such file")
         return web.Response(body=body, content_type=FILES[name], headers=HEADERS)
 
     app.router.add_get("/", index)

@@ -10,11 +10,15 @@ from aiohttp.typedefs import Middleware
 
 from collie_gateway.errors import ConfigError
 from collie_gateway.gateway import Gateway
+from collie_gateway.http import routes
+from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING, ROWS, SETTINGS
+from collie_gateway.http.responses import json_error
+from collie_gateway.http.webpage import add_web_routes, is_web_path
 from collie_gateway.settings import Settings
-from collie_gateway.webpage import add_web_routes, is_web_path
 
+#: The gateway the app opened (or was given): for tests and benchmarks; the routes use the
+#: services' own keys.
 GATEWAY = web.AppKey("gateway", Gateway)
-SETTINGS = web.AppKey("settings", Settings)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _OPEN_PATHS = frozenset({"/healthz"})
@@ -31,11 +35,6 @@ def check_settings(settings: Settings) -> None:
             f"the phone API on {settings.host} needs a bearer token: set COLLIE_TOKEN "
             "(only 127.0.0.1 may go without one)"
         )
-
-
-def json_error(status: int, code: str, message: str) -> web.Response:
-    """An error answer: ``{"error": code, "message": message}``."""
-    return web.json_response({"error": code, "message": message}, status=status)
 
 
 def _auth_middleware(token: str) -> Middleware:
@@ -91,10 +90,10 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
 async def _stopping(app: web.Application) -> None:
     """At a stop, before requests in flight get their grace: end every live stream (a phone
     reconnects with ``Last-Event-ID`` to the next run), and let answers on their way settle
-    briefly, or answer the phone "uncertain" (issue 10)."""
+    briefly, or answer the phone "uncertain" (T1)."""
     if GATEWAY in app:
-        app[GATEWAY].bus.close()
-        await app[GATEWAY].settle_replies()
+        app[BUS].close()
+        await app[ANSWERS].settle_replies()
 
 
 def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Application:
@@ -103,8 +102,6 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
     Raises:
         ConfigError: as :func:`check_settings`.
     """
-    from collie_gateway import routes
-
     check_settings(settings)
     middlewares: list[Middleware] = [json_errors]
     if settings.token:
@@ -115,6 +112,8 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
     async def lifespan(app: web.Application) -> AsyncIterator[None]:
         gw = gateway if gateway is not None else await Gateway.open(settings)
         app[GATEWAY] = gw
+        app[AGENTS], app[ROWS], app[CHATS] = gw.agents, gw.rows, gw.chats
+        app[ANSWERS], app[PUSHING], app[CREW], app[BUS] = gw.answers, gw.pushing, gw.crew, gw.bus
         yield
         if gateway is None:
             await gw.close()

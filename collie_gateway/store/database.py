@@ -1,17 +1,16 @@
-"""The SQLite store: schema, migrations, and the serialized writer.
+"""The SQLite file: schema, migrations, and the serialized writer.
 
-Two connections to one WAL file, and one writer lock (``Store._lock``) over both:
-- the loop's own ``sqlite3`` connection (``Store.conn``) runs the small transactions and
+Two connections to one WAL file, and one writer lock (``Database._lock``) over both:
+- the loop's own ``sqlite3`` connection (``Database.conn``) runs the small transactions and
   indexed reads of the answer path, the push decisions and the notes (``run``, ``query``),
   right on the event loop: each is a few tens of µs of SQLite, where handing it to a thread
-  and back cost more than the work (bench/answer_bench.py, issue 16);
-- the aiosqlite connection (``Store.db``) runs what may be long: migrations, big flushes,
+  and back cost more than the work (bench/answer_bench.py);
+- the aiosqlite connection (``Database.db``) runs what may be long: migrations, big flushes,
   whole-table reads, and the WAL checkpoints (the loop's connection never checkpoints: a
   checkpoint fsyncs).
 Every write, on either connection, holds the lock, so the two never contend for SQLite's.
-The mirror of open conversations is flushed in batches: each flush writes the dirty
-conversations and the agent's last event id in one transaction, so after a crash the link
-resumes from an event id that matches what was stored.
+Each domain's SQL is in a repository beside this module (mirrors, ledger, notes, pushes,
+crew, kv); every repository takes this one ``Database``.
 """
 
 from __future__ import annotations
@@ -21,16 +20,13 @@ import contextlib
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import aiosqlite
-import msgspec
 
 from collie_gateway.errors import StoreError
-from collie_gateway.mirror import AgentMirror, LinkState
-from wire.messages import Conversation, Hello
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +105,7 @@ MIGRATIONS: tuple[str, ...] = (
         provider_id TEXT
     );
     """,
-    # Issue 10 (P3): an ask is pushed once it is delivered, not once it is tried. ``state`` is
+    # P3: an ask is pushed once it is delivered, not once it is tried. ``state`` is
     # 'owed' (decided, not yet delivered to every device) or 'done' (delivered, or a lasting
     # decision not to push: ``reason``); rows from before are done.
     """
@@ -126,9 +122,6 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 T = TypeVar("T")
-# A flush this small runs on the loop's connection; a bigger one (a snapshot of many open
-# conversations) goes to the aiosqlite thread so the loop is never held for long.
-SMALL_FLUSH_BYTES = 64 * 1024
 # Commits on the loop's connection between two checkpoints (run in the thread, under the lock).
 CHECKPOINT_EVERY = 500
 
@@ -163,13 +156,10 @@ async def _setup(db: aiosqlite.Connection, path: Path) -> None:
         )
 
 
-_conv_decoder = msgspec.json.Decoder(Conversation)
-_hello_decoder = msgspec.json.Decoder(Hello)
-_encoder = msgspec.json.Encoder()
-
-
-class Store:
-    """The gateway's SQLite file. Open with ``await Store.open(path)``; close with ``close``."""
+class Database:
+    """The gateway's SQLite file: its connections, the writer lock and the migrations. Open
+    with ``await Database.open(path)``; close with ``close``. The repositories beside this
+    module hold the SQL of each domain."""
 
     def __init__(self, db: aiosqlite.Connection, conn: sqlite3.Connection, path: Path) -> None:
         self.db = db
@@ -178,11 +168,7 @@ class Store:
         self._lock = asyncio.Lock()
         self._commits = 0  # on ``conn`` since the last checkpoint
         self._checkpoint: asyncio.Task[None] | None = None
-        self._dirty: dict[str, set[str]] = {}
-        self._dirty_agents: set[str] = set()
-        self._mirrors: dict[str, AgentMirror] = {}
-        self._flush_wanted = asyncio.Event()
-        self._flusher: asyncio.Task[None] | None = None
+        self._closing: list[Callable[[], Awaitable[None]]] = []
 
     @staticmethod
     def check(path: Path) -> None:
@@ -211,7 +197,7 @@ class Store:
             )
 
     @classmethod
-    async def open(cls, path: Path) -> Store:
+    async def open(cls, path: Path) -> Database:
         """Open (creating and migrating as needed) the store at ``path``.
 
         Raises:
@@ -237,14 +223,15 @@ class Store:
             raise
         return cls(db, conn, path)
 
+    def on_close(self, flush: Callable[[], Awaitable[None]]) -> None:
+        """Run ``flush`` when the file closes, before its connections do (a repository's
+        writes still pending)."""
+        self._closing.append(flush)
+
     async def close(self) -> None:
-        """Flush what is pending and close the file."""
-        if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
-            self._flusher = None
-        await self.flush()
+        """Flush what the repositories hold and close the file."""
+        for flush in self._closing:
+            await flush()
         if self._checkpoint is not None:
             await asyncio.gather(self._checkpoint, return_exceptions=True)
         self.conn.close()
@@ -302,114 +289,3 @@ class Store:
             log.exception("WAL checkpoint failed; the next one retries")
         finally:
             self._checkpoint = None
-
-    # --- the mirror ---------------------------------------------------------------------
-
-    async def load_mirrors(self, names: Iterable[str]) -> dict[str, AgentMirror]:
-        """The last stored mirror of each named agent; state ``STARTING`` until its link runs."""
-        mirrors = {name: AgentMirror(name=name) for name in names}
-        async with self.db.execute("SELECT name, hello, wire, last_event_id FROM agents") as cur:
-            async for name, hello, wire, last in cur:
-                mirror = mirrors.get(name)
-                if mirror is None:
-                    continue
-                mirror.hello = _hello_decoder.decode(hello) if hello else None
-                mirror.wire = wire
-                mirror.last_event_id = last
-        async with self.db.execute("SELECT agent, body FROM conversations") as cur:
-            async for agent, body in cur:
-                mirror = mirrors.get(agent)
-                if mirror is not None:
-                    mirror.put(_conv_decoder.decode(body))
-        self._mirrors = mirrors
-        return mirrors
-
-    def mark(self, agent: str, conversation_id: str | None = None) -> None:
-        """Note that ``agent`` (and one of its conversations) changed; a flush follows."""
-        self._dirty_agents.add(agent)
-        if conversation_id is not None:
-            self._dirty.setdefault(agent, set()).add(conversation_id)
-        self._flush_wanted.set()
-
-    def mark_all(self, agent: str) -> None:
-        """Note that every conversation of ``agent`` may have changed (a new snapshot)."""
-        self._dirty[agent] = {"*"}
-        self.mark(agent)
-
-    def start_flusher(self, interval: float = 0.05) -> None:
-        """Flush marked changes in the background, at most every ``interval`` seconds."""
-        if self._flusher is None:
-            self._flusher = asyncio.create_task(self._flush_loop(interval), name="store-flush")
-
-    async def _flush_loop(self, interval: float) -> None:
-        while True:
-            await self._flush_wanted.wait()
-            await asyncio.sleep(interval)
-            try:
-                await self.flush()
-            except (aiosqlite.Error, OSError):
-                log.exception("store flush failed; will retry")
-                await asyncio.sleep(1.0)
-
-    async def flush(self) -> None:
-        """Write every marked change now, one transaction."""
-        self._flush_wanted.clear()
-        if not self._dirty_agents:
-            return
-        agents, self._dirty_agents = self._dirty_agents, set()
-        dirty, self._dirty = self._dirty, {}
-        # Snapshot the rows synchronously so the transaction matches one moment of the mirror.
-        agent_rows: list[tuple[Any, ...]] = []
-        wipe: list[str] = []
-        puts: list[tuple[str, str, bytes]] = []
-        deletes: list[tuple[str, str]] = []
-        for name in agents:
-            mirror = self._mirrors.get(name)
-            if mirror is None:
-                continue
-            agent_rows.append(
-                (
-                    name,
-                    mirror.state.value,
-                    mirror.reason,
-                    _encoder.encode(mirror.hello) if mirror.hello else None,
-                    mirror.wire,
-                    mirror.last_event_id,
-                )
-            )
-            ids = dirty.get(name, set())
-            if "*" in ids:
-                wipe.append(name)
-                ids = set(mirror.conversations)
-            for cid in ids:
-                conv = mirror.conversations.get(cid)
-                if conv is None:
-                    deletes.append((name, cid))
-                else:
-                    puts.append((name, cid, _encoder.encode(conv)))
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.executemany(
-                "INSERT INTO agents(name, state, reason, hello, wire, last_event_id) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET state=excluded.state,"
-                " reason=excluded.reason, hello=excluded.hello, wire=excluded.wire,"
-                " last_event_id=excluded.last_event_id",
-                agent_rows,
-            )
-            conn.executemany("DELETE FROM conversations WHERE agent = ?", [(n,) for n in wipe])
-            conn.executemany("DELETE FROM conversations WHERE agent = ? AND id = ?", deletes)
-            conn.executemany(
-                "INSERT OR REPLACE INTO conversations(agent, id, body) VALUES (?, ?, ?)", puts
-            )
-
-        size = sum(len(body) for _, _, body in puts)
-        if wipe or size > SMALL_FLUSH_BYTES:
-            await self.run_threaded(write)
-        else:
-            await self.run(write)
-
-    async def stored_state(self, agent: str) -> LinkState | None:
-        """The link state last written for ``agent`` (for tests and diagnostics)."""
-        async with self.db.execute("SELECT state FROM agents WHERE name = ?", (agent,)) as cur:
-            row = await cur.fetchone()
-        return LinkState(row[0]) if row else None

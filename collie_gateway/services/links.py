@@ -20,10 +20,9 @@ from typing import Protocol, TypeVar
 
 import aiohttp
 
+from collie_gateway.core.mirror import AgentMirror, Change, LinkState, apply_event
+from collie_gateway.core.reconnect import LinkTiming, Reconnect
 from collie_gateway.errors import AgentRejected, AgentUnreachable
-from collie_gateway.mirror import AgentMirror, Change, LinkState, apply_event
-from collie_gateway.reconnect import Reconnect
-from collie_gateway.settings import LinkTiming
 from collie_gateway.sources import Source
 from wire.body import read_limited
 from wire.errors import RemoteWireError, UnknownEvent

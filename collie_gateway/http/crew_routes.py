@@ -15,8 +15,11 @@ from typing import Any, Final
 import msgspec
 from aiohttp import web
 
-from collie_gateway.app import GATEWAY, SETTINGS, json_error
-from collie_gateway.crew import (
+from collie_gateway.core.answers import TapOutcome, tap_state
+from collie_gateway.errors import AgentUnreachable
+from collie_gateway.http.keys import BUS, CREW, SETTINGS
+from collie_gateway.http.responses import http_error, json_error
+from collie_gateway.services.crew import (
     CREW_VERSION,
     LEAD_HEADER,
     CrewInfo,
@@ -24,8 +27,7 @@ from collie_gateway.crew import (
     Unauthorized,
     rewrite_urls,
 )
-from collie_gateway.errors import AgentUnreachable
-from collie_gateway.views.cards import CardState, TapOutcome, outcome_line
+from collie_gateway.views.cards import outcome_line
 from wire.messages import Answer, Id
 
 _encoder = msgspec.json.Encoder()
@@ -70,14 +72,9 @@ def crew_refusal(request: web.Request) -> str | None:
 
 def _member(request: web.Request) -> MemberLink:
     name = request.match_info["machine"]
-    link = request.app[GATEWAY].crew.links.get(name)
+    link = request.app[CREW].member(name)
     if link is None:
-        raise web.HTTPNotFound(
-            text=_encoder.encode(
-                {"error": "not_found", "message": f"no crew member named {name!r}"}
-            ).decode(),
-            content_type="application/json",
-        )
+        raise http_error(web.HTTPNotFound, "not_found", f"no crew member named {name!r}")
     return link
 
 
@@ -90,8 +87,7 @@ def _tail(request: web.Request) -> str:
 
 
 def _card(request: web.Request, request_id: str, outcome: TapOutcome, reason: str | None) -> Any:
-    state = CardState(outcome=outcome, request_id=request_id, reason=reason)
-    line = outcome_line(state, request.app[SETTINGS].catalogue)
+    line = outcome_line(tap_state(outcome, request_id, reason), request.app[SETTINGS].catalogue)
     return {
         "request_id": request_id,
         "outcome": outcome.value,
@@ -141,7 +137,7 @@ def _relay(request: web.Request, link: MemberLink, status: int, body: bytes) -> 
         payload["machine"] = link.name
         if "event_id" in payload:
             # The phone follows the lead's stream: subscribe after the lead's newest event.
-            payload["event_id"] = request.app[GATEWAY].bus.last_id
+            payload["event_id"] = request.app[BUS].last_id
     return _json(payload, status)
 
 

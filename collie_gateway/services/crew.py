@@ -30,9 +30,9 @@ from urllib.parse import quote
 import aiohttp
 import msgspec
 
+from collie_gateway.core.reconnect import LinkTiming, Reconnect
 from collie_gateway.errors import AgentUnreachable
-from collie_gateway.reconnect import Reconnect
-from collie_gateway.settings import LinkTiming
+from collie_gateway.services.phonebus import Publish
 from collie_gateway.sources import Member
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.dashboard import AgentRow, Dashboard, RightEdge, Section
@@ -100,7 +100,6 @@ class _Reset(Exception):
 
 
 #: Publishes one event on the lead's stream: (type, payload).
-Publish = Callable[[str, object], object]
 #: A member's agent raised an ask: (machine, agent, ask, pane title, from a snapshot).
 OnAsk = Callable[[str, str, Ask, "str | None", bool], None]
 #: A member's ask closed: (machine, agent, ask).
@@ -490,6 +489,14 @@ class Crew:
         """Stop following every member."""
         for link in self.links.values():
             await link.close()
+
+    def member(self, machine: str) -> MemberLink | None:
+        """The link to the member named ``machine``, if it is one."""
+        return self.links.get(machine)
+
+    def readiness(self) -> tuple[int, int]:
+        """How many members there are, and how many of their sections are Ready."""
+        return len(self.links), sum(1 for link in self.links.values() if link.ready.is_set())
 
     def sections(self) -> list[Section]:
         """Each member's section as the lead shows it now (W1), in crew order."""

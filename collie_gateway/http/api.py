@@ -10,9 +10,10 @@ from typing import Annotated, Any
 
 import msgspec
 
-from collie_gateway.mirror import LinkState
+from collie_gateway.core.answers import TapOutcome
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.views.bar import Bar, Header
-from collie_gateway.views.cards import CardList, OutcomeLine, TapOutcome
+from collie_gateway.views.cards import CardList, OutcomeLine
 from collie_gateway.views.chat import LineState
 from collie_gateway.views.dashboard import AgentRow, Section
 from collie_gateway.views.listing import ConversationList, Footer, ListRow
@@ -336,7 +337,7 @@ class ListResetEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 class ChatReloadEvent(msgspec.Struct, kw_only=True):
     """A chat's items were re-read after the agent's reset (or dropped: the chat is read from
-    the agent on its next open): read the chat again (issue 9).
+    the agent on its next open): read the chat again (wire §10 step 4).
 
     Attributes:
         agent: The agent's name.

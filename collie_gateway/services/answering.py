@@ -4,36 +4,25 @@ Each tap is written (pending, with the ask's claim) in one transaction before it
 its outcome is written with the claim's release in another. After a crash or a lost link,
 pending taps are sent again with the same request id (``resend_pending``).
 
-The ledger stays in SQLite; memory holds only an index of its unsettled taps (request id ->
-agent and ask), read from the file at start (``load``) and changed after each commit that
-changes it. It spares the two reads every resolved ask made (``settle_accepted``,
-``pending``) when, as almost always, no tap of it is unsettled (bench/answer_bench.py).
+The ledger stays in SQLite (``store/ledger.py``); memory holds only an index of its
+unsettled taps (request id -> agent and ask), read from the file at start (``load``) and
+changed after each commit that changes it. It spares the two reads every resolved ask
+made (``settle_accepted``, ``pending``) when, as almost always, no tap of it is unsettled
+(bench/answer_bench.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-import aiosqlite
-
-from collie_gateway.answers import (
-    Action,
-    Outcome,
-    Record,
-    Tap,
-    TapDecision,
-    on_result,
-    on_tap,
-)
+from collie_gateway.core.answers import Action, Outcome, Record, Tap, on_result
 from collie_gateway.errors import AgentRejected, AgentUnreachable
-from collie_gateway.store import Store
+from collie_gateway.store.ledger import LedgerRepo
 from wire.errors import RemoteWireError
 
 log = logging.getLogger(__name__)
@@ -56,8 +45,8 @@ class Result:
 class Answering:
     """Runs taps through the ledger; one in-flight send per request id."""
 
-    def __init__(self, store: Store, clock: Callable[[], datetime]) -> None:
-        self.store = store
+    def __init__(self, ledger: LedgerRepo, clock: Callable[[], datetime]) -> None:
+        self.ledger = ledger
         self.clock = clock
         self._inflight: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
@@ -68,9 +57,7 @@ class Answering:
 
     async def load(self) -> None:
         """Read the index of unsettled taps from the ledger (at start)."""
-        sql = "SELECT request_id, agent, ask_id FROM answers WHERE settled = 0"
-        rows = await self.store.query(lambda conn: conn.execute(sql).fetchall())
-        self._unsettled = {str(r): (str(a), str(k)) for r, a, k in rows}
+        self._unsettled = await self.ledger.unsettled()
 
     def _index(self, record: Record) -> None:
         """Keep the index in step with a record just committed."""
@@ -102,28 +89,7 @@ class Answering:
             return await self._tap(tap, send)
 
     async def _tap(self, tap: Tap, send: Sender) -> Result:
-        now = self.clock().isoformat()
-
-        def decide(conn: sqlite3.Connection) -> tuple[TapDecision, Record | None]:
-            existing = _record_sync(conn, tap.request_id)
-            holder = _claim_sync(conn, tap.agent, tap.ask_id)
-            decision = on_tap(existing, holder, tap)
-            if decision.action is Action.REPLY:
-                if existing is None:
-                    _insert_sync(conn, decision.record, now)
-                return decision, existing
-            if existing is None:
-                _insert_sync(conn, decision.record, now)
-            else:
-                _update_sync(conn, decision.record, now)
-            if decision.claim:
-                conn.execute(
-                    "INSERT INTO claims(agent, ask_id, request_id) VALUES (?, ?, ?)",
-                    (tap.agent, tap.ask_id, tap.request_id),
-                )
-            return decision, existing
-
-        decision, existing = await self.store.run(decide)
+        decision, existing = await self.ledger.take(tap, self.clock().isoformat())
         if decision.action is Action.SEND:
             self._index(decision.record)
         if decision.action is Action.REPLY:
@@ -146,7 +112,7 @@ class Answering:
                 agent_outcome = None
             else:
                 # The agent's own sentence (an error body) is shown; a bare status is not:
-                # the card then reads the catalogue's "The answer was refused." (issue 9.12).
+                # the card then reads the catalogue's "The answer was refused.".
                 log.info("answer %s: refused by the agent: %s", record.tap.request_id, exc)
                 agent_outcome, reason = "refused", ((str(exc) or None) if exc.code else None)
         except RemoteWireError as exc:
@@ -154,17 +120,7 @@ class Answering:
             agent_outcome = None
         settlement = on_result(record, agent_outcome, reason)
         rec = settlement.record
-        now = self.clock().isoformat()
-
-        def settle(conn: sqlite3.Connection) -> None:
-            _update_sync(conn, rec, now)
-            if settlement.release_claim:
-                conn.execute(
-                    "DELETE FROM claims WHERE agent = ? AND ask_id = ? AND request_id = ?",
-                    (rec.tap.agent, rec.tap.ask_id, rec.tap.request_id),
-                )
-
-        await self.store.run(settle)
+        await self.ledger.settle(settlement, self.clock().isoformat())
         self._index(rec)
         return Result(rec.outcome or Outcome.UNCERTAIN, rec.reason, rec.tap.request_id, False, rec)
 
@@ -181,16 +137,7 @@ class Answering:
             if self._unsettled.get(request_id) != (agent, ask_id):
                 return None
             now = self.clock().isoformat()
-
-            def settle(conn: sqlite3.Connection) -> Record | None:
-                rec = _record_sync(conn, request_id)
-                if rec is None or rec.settled or (rec.tap.agent, rec.tap.ask_id) != (agent, ask_id):
-                    return None
-                settled = on_result(rec, "accepted").record
-                _update_sync(conn, settled, now)
-                return settled
-
-            rec = await self.store.run(settle)
+            rec = await self.ledger.accept(agent, ask_id, request_id, now)
             if rec is not None:
                 self._index(rec)
         if rec is None:
@@ -199,17 +146,7 @@ class Answering:
 
     async def refuse(self, tap: Tap, reason: str) -> Result:
         """Record a tap Collie refuses without sending (e.g. the agent's wire version)."""
-        now = self.clock().isoformat()
-
-        def record(conn: sqlite3.Connection) -> Record:
-            existing = _record_sync(conn, tap.request_id)
-            if existing is not None:
-                return existing
-            rec = Record(tap=tap, settled=True, outcome=Outcome.REFUSED, reason=reason)
-            _insert_sync(conn, rec, now)
-            return rec
-
-        rec = await self.store.run(record)
+        rec = await self.ledger.refuse(tap, reason, self.clock().isoformat())
         if rec.tap != tap:
             return Result(Outcome.REFUSED, reason, tap.request_id, True, rec)
         return Result(rec.outcome or Outcome.REFUSED, rec.reason, tap.request_id, False, rec)
@@ -221,15 +158,13 @@ class Answering:
 
     async def lookup(self, request_id: str) -> Record | None:
         """The ledger's record of a request id."""
-        return await self.store.query(lambda conn: _record_sync(conn, request_id))
+        return await self.ledger.record(request_id)
 
     async def pending(self, agent: str) -> list[Record]:
         """Taps of ``agent`` sent but not settled, oldest first."""
         if not self.unsettled(agent):
             return []  # the index says none: no read
-        sql = f"SELECT {_COLUMNS} FROM answers WHERE agent = ? AND settled = 0 ORDER BY created_at"
-        rows = await self.store.query(lambda conn: conn.execute(sql, (agent,)).fetchall())
-        return [_row(r) for r in rows]
+        return await self.ledger.pending(agent)
 
     async def resend_pending(
         self, agent: str, send: Sender, ask_id: str | None = None
@@ -248,75 +183,4 @@ class Answering:
 
     async def tapped(self, agent: str, ask_id: str) -> bool:
         """Whether any tap was recorded for this ask (receipts R3/R4 need it)."""
-        sql = "SELECT 1 FROM answers WHERE agent = ? AND ask_id = ? LIMIT 1"
-        found = await self.store.query(lambda conn: conn.execute(sql, (agent, ask_id)).fetchone())
-        return found is not None
-
-
-_COLUMNS = "request_id, agent, ask_id, version, answer, attempts, settled, outcome, reason"
-
-
-def _row(row: aiosqlite.Row | tuple[Any, ...]) -> Record:
-    rid, agent, ask_id, version, answer, attempts, settled, outcome, reason = tuple(row)
-    tap = Tap(str(rid), str(agent), str(ask_id), int(version), bytes(answer))
-    return Record(
-        tap=tap,
-        attempts=int(attempts),
-        settled=bool(settled),
-        outcome=Outcome(str(outcome)) if outcome else None,
-        reason=str(reason) if reason is not None else None,
-    )
-
-
-def _record_sync(conn: sqlite3.Connection, request_id: str) -> Record | None:
-    row = conn.execute(f"SELECT {_COLUMNS} FROM answers WHERE request_id = ?", (request_id,))
-    found = row.fetchone()
-    return _row(found) if found else None
-
-
-def _claim_sync(conn: sqlite3.Connection, agent: str, ask_id: str) -> str | None:
-    row = conn.execute(
-        "SELECT request_id FROM claims WHERE agent = ? AND ask_id = ?", (agent, ask_id)
-    ).fetchone()
-    return str(row[0]) if row else None
-
-
-def _insert_sync(conn: sqlite3.Connection, rec: Record, now: str) -> None:
-    conn.execute(_INSERT, _insert_args(rec, now))
-
-
-def _update_sync(conn: sqlite3.Connection, rec: Record, now: str) -> None:
-    conn.execute(_UPDATE, _update_args(rec, now))
-
-
-_INSERT = (
-    f"INSERT INTO answers({_COLUMNS}, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_UPDATE = (
-    "UPDATE answers SET attempts = ?, settled = ?, outcome = ?, reason = ?, updated_at = ? "
-    "WHERE request_id = ?"
-)
-
-
-def _insert_args(rec: Record, now: str) -> tuple[object, ...]:
-    t = rec.tap
-    outcome = rec.outcome.value if rec.outcome else None
-    return (
-        t.request_id,
-        t.agent,
-        t.ask_id,
-        t.version,
-        t.answer,
-        rec.attempts,
-        int(rec.settled),
-        outcome,
-        rec.reason,
-        now,
-        now,
-    )
-
-
-def _update_args(rec: Record, now: str) -> tuple[object, ...]:
-    outcome = rec.outcome.value if rec.outcome else None
-    return (rec.attempts, int(rec.settled), outcome, rec.reason, now, rec.tap.request_id)
+        return await self.ledger.tapped(agent, ask_id)

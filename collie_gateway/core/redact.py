@@ -284,7 +284,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         lambda m: _mixed(m.group(0)) or _entropy(m.group(0)) >= 4.0,
         needles=("hf_",),
     ),
-    # Families after gitleaks' rules of the same names (issue 9.10, second held-out set).
+    # Families after gitleaks' rules of the same names (X1, second held-out set).
     _prefixed("linear", r"lin_(?:api|oauth)_", r"[A-Za-z0-9]{32,64}(?![A-Za-z0-9])", ("lin_",)),
     _Rule(
         # A 32-hex API key or 40-hex app key has the shape of an md5 or a commit, so it is

@@ -14,8 +14,10 @@ from urllib.parse import quote
 import msgspec
 from aiohttp import web
 
-from collie_gateway.answers import Record
-from collie_gateway.api import (
+from collie_gateway.core.answers import Record, TapOutcome, tap_state
+from collie_gateway.core.mirror import LinkState
+from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit, BadCursor
+from collie_gateway.http.api import (
     EVENTS,
     AgentHome,
     AnswerView,
@@ -36,30 +38,28 @@ from collie_gateway.api import (
     Removed,
     Strings,
 )
-from collie_gateway.app import GATEWAY, SETTINGS, json_error
-from collie_gateway.crew import CrewInfo
-from collie_gateway.crew_routes import (
+from collie_gateway.http.crew_routes import (
     crew_info,
     crew_refusal,
     member_answer,
     member_command,
     member_read,
 )
-from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit, BadCursor
-from collie_gateway.links import expect
-from collie_gateway.mirror import LinkState
-from collie_gateway.openapi import Param, Route, flag_param, openapi_document
-from collie_gateway.phonebus import PhoneEvent, Subscription
-from collie_gateway.pushing import DeviceError, DeviceIn, PresenceIn
+from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING, ROWS, SETTINGS
+from collie_gateway.http.openapi import Param, Route, flag_param, openapi_document
+from collie_gateway.http.responses import encoded, http_error, json_error
+from collie_gateway.services.crew import CrewInfo
+from collie_gateway.services.links import expect
+from collie_gateway.services.phonebus import PhoneEvent, Subscription
+from collie_gateway.services.pushing import DeviceError, DeviceIn, PresenceIn
 from collie_gateway.strings import Catalogue
-from collie_gateway.views.cards import CardState, TapOutcome, outcome_line
+from collie_gateway.views.cards import outcome_line
 from collie_gateway.views.chat import Chat, LineState, MyLine
 from collie_gateway.views.dashboard import Dashboard
 from collie_gateway.views.listing import ConversationList
 from collie_gateway.views.text import LABEL_LIMIT, TITLE_LIMIT, clean
 from wire.errors import RemoteWireError
 from wire.messages import (
-    WIRE_VERSION,
     Answer,
     CommandResult,
     Id,
@@ -80,19 +80,6 @@ WRITE_BATCH = 1000  # ours: phone events sent in one write at most
 _encoder = msgspec.json.Encoder()
 
 
-def encoded(payload: object, status: int = 200) -> web.Response:
-    """A JSON answer encoded with msgspec."""
-    return web.Response(
-        body=_encoder.encode(payload), status=status, content_type="application/json"
-    )
-
-
-def http_error(kind: type[web.HTTPError], code: str, message: str) -> web.HTTPError:
-    """An HTTP error to raise, with the phone API's JSON error body."""
-    body = _encoder.encode({"error": code, "message": message}).decode()
-    return kind(text=body, content_type="application/json")
-
-
 def flag(request: web.Request, name: str) -> bool:
     """A boolean query parameter: ``true``/``false`` (absent is false).
 
@@ -107,13 +94,11 @@ def flag(request: web.Request, name: str) -> bool:
 
 async def healthz(request: web.Request) -> web.Response:
     """Liveness, and how many agents are ready (no token needed)."""
-    gw = request.app[GATEWAY]
-    ready = sum(1 for m in gw.mirrors.values() if m.state is LinkState.READY)
-    health = Health(ok=True, agents=len(gw.mirrors), ready=ready)
-    crew = gw.crew.links.values()
-    if crew:  # a lead: its members, and how many of their sections are Ready
-        health.crew = len(crew)
-        health.crew_ready = sum(1 for link in crew if link.ready.is_set())
+    agents = request.app[AGENTS]
+    health = Health(ok=True, agents=len(agents.mirrors), ready=len(agents.ready()))
+    members, ready = request.app[CREW].readiness()
+    if members:  # a lead: its members, and how many of their sections are Ready
+        health.crew, health.crew_ready = members, ready
     return encoded(health)
 
 
@@ -125,20 +110,18 @@ async def strings(request: web.Request) -> web.Response:
 async def dashboard(request: web.Request) -> web.Response:
     """D1–D10: the dashboard's sections."""
     pending_only = flag(request, "pending_only")
-    return encoded(request.app[GATEWAY].dashboard(pending_only=pending_only))
+    return encoded(request.app[ROWS].dashboard(pending_only=pending_only))
 
 
 async def agent_home(request: web.Request) -> web.Response:
     """An agent's home header: its state and, when refused for its version, R5's box."""
-    gw = request.app[GATEWAY]
+    agents = request.app[AGENTS]
     name = request.match_info["agent"]
-    mirror = gw.mirrors.get(name)
+    mirror = agents.mirrors.get(name)
     if mirror is None:
         return json_error(404, "not_found", f"no durable agent named {name!r}")
     cat = request.app[SETTINGS].catalogue
-    warning = None
-    if mirror.state is LinkState.VERSION_MISMATCH:
-        warning = cat.fmt("version_mismatch", theirs=mirror.wire, ours=WIRE_VERSION)
+    warning = agents.version_warning(name)
     hello = mirror.hello
     # The link's reason names exceptions and addresses: the log has it, the phone reads words.
     reason = cat["error_no_answer"] if mirror.state is LinkState.UNREACHABLE else None
@@ -168,11 +151,12 @@ async def events(request: web.Request) -> web.StreamResponse:
     phone that falls too far behind gets `reset` and the stream ends. Without an id nothing is
     replayed.
     """
-    gw = request.app[GATEWAY]
+    bus = request.app[BUS]
+    pushing = request.app[PUSHING]
     last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
     screen = request.query.get("screen") or None
     stream_id = "s-" + secrets.token_hex(8)
-    sub, replay = gw.bus.subscribe(last)
+    sub, replay = bus.subscribe(last)
     resp = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -180,20 +164,20 @@ async def events(request: web.Request) -> web.StreamResponse:
             "X-Accel-Buffering": "no",
         }
     )
-    gw.pushing.stream_opened(stream_id, screen)
+    pushing.stream_opened(stream_id, screen)
     pinger: _Pinger | None = None
     try:
         await resp.prepare(request)
         hello = _encoder.encode({"stream_id": stream_id, "screen": screen})
         await resp.write(b"event: stream\ndata: %s\n\n" % hello)
         if replay is None:
-            await resp.write(PhoneEvent(gw.bus.last_id, "reset", b"{}").frame)
+            await resp.write(PhoneEvent(bus.last_id, "reset", b"{}").frame)
         elif replay:
             await resp.write(b"".join(event.frame for event in replay))
         pinger = _Pinger(sub)
         while True:
             if sub.overflowed:
-                await resp.write(PhoneEvent(gw.bus.last_id, "reset", b"{}").frame)
+                await resp.write(PhoneEvent(bus.last_id, "reset", b"{}").frame)
                 break
             if not sub.ready.is_set():
                 # Woken by the bus's frame clock (at most once a frame, every phone at once):
@@ -214,7 +198,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         if pinger is not None:
             pinger.stop()
         sub.close()
-        gw.pushing.stream_closed(stream_id)
+        pushing.stream_closed(stream_id)
     with contextlib.suppress(ConnectionResetError):
         await resp.write_eof()
     return resp
@@ -351,7 +335,7 @@ def agent_of(request: web.Request) -> str:
         HTTPNotFound: no agent of that name in sources.json.
     """
     name = request.match_info["agent"]
-    if name not in request.app[GATEWAY].mirrors:
+    if name not in request.app[AGENTS].mirrors:
         raise http_error(web.HTTPNotFound, "not_found", f"no durable agent named {name!r}")
     return name
 
@@ -362,9 +346,9 @@ def agent_of(request: web.Request) -> str:
 async def conversation_list(request: web.Request) -> web.Response:
     """L1–L8: a visit reads the closed rows from the agent; ``poll=true`` never does (L5)."""
     agent = agent_of(request)
-    chats = request.app[GATEWAY].chats
+    chats = request.app[CHATS]
     view = chats.build(agent) if flag(request, "poll") else await chats.visit(agent)
-    view.event_id = request.app[GATEWAY].bus.last_id  # subscribe after it: nothing twice
+    view.event_id = request.app[BUS].last_id  # subscribe after it: nothing twice
     return encoded(view)
 
 
@@ -375,7 +359,7 @@ async def closed_page(request: web.Request) -> web.Response:
     if not cursor:
         return json_error(400, "bad_request", "cursor is required")
     try:
-        return encoded(await request.app[GATEWAY].chats.closed_page(agent, cursor))
+        return encoded(await request.app[CHATS].closed_page(agent, cursor))
     except BadCursor:
         return json_error(
             400,
@@ -387,10 +371,11 @@ async def closed_page(request: web.Request) -> web.Response:
 async def chat(request: web.Request) -> web.Response:
     """C1–C6 with header, bar and cards; ``all_cards=true`` shows every card (A8)."""
     agent = agent_of(request)
-    gw = request.app[GATEWAY]
+    bus = request.app[BUS]
+    chats = request.app[CHATS]
     cat = request.app[SETTINGS].catalogue
     try:
-        view = await gw.chats.open_chat(
+        view = await chats.open_chat(
             agent, request.match_info["conversation"], show_all=flag(request, "all_cards")
         )
     except AgentRejected as exc:
@@ -401,7 +386,7 @@ async def chat(request: web.Request) -> web.Response:
         return json_error(504, "no_answer", phone_reason(exc, cat, "chat read"))
     except RemoteWireError as exc:
         return json_error(502, "agent_error", phone_reason(exc, cat, "chat read"))
-    view.event_id = gw.bus.last_id  # subscribe after it: nothing twice
+    view.event_id = bus.last_id  # subscribe after it: nothing twice
     return encoded(view)
 
 
@@ -434,7 +419,7 @@ def _command_answer(
 
 def declared(request: web.Request, agent: str, feature: str) -> bool:
     """Whether the agent's hello declares ``feature`` (G1, wire §5)."""
-    hello = request.app[GATEWAY].mirrors[agent].hello
+    hello = request.app[AGENTS].mirrors[agent].hello
     return hello is not None and hello.has(feature)
 
 
@@ -453,12 +438,12 @@ async def _run_command(
     not_found: str | None = None,
 ) -> web.Response:
     """Send a command; ``not_found`` is the message for that outcome (else the agent's word)."""
-    gw = request.app[GATEWAY]
+    agents = request.app[AGENTS]
     cat = request.app[SETTINGS].catalogue
     if not declared(request, agent, feature):
         return unsupported(cat)
     try:
-        result = await gw.command(agent, path, body)
+        result = await agents.command(agent, path, body)
         if result.outcome == "not_found" and not_found is not None:
             result = msgspec.structs.replace(result, reason=not_found)
     except (AgentUnreachable, RemoteWireError) as exc:
@@ -476,7 +461,8 @@ def _conv_path(request: web.Request, tail: str) -> str:
 async def send_message(request: web.Request) -> web.Response:
     """C4: the person's line, through sending, sent, not confirmed or not sent."""
     agent = agent_of(request)
-    gw = request.app[GATEWAY]
+    agents = request.app[AGENTS]
+    chats = request.app[CHATS]
     cat = request.app[SETTINGS].catalogue
     body = await body_of(request, PhoneMessage)
     conv_id = request.match_info["conversation"]
@@ -488,14 +474,14 @@ async def send_message(request: web.Request) -> web.Response:
         sent_at=request.app[SETTINGS].clock(),
         state=LineState.SENDING,
         steer=body.steer,
-        after_item=gw.chats.last_item.get((agent, conv_id)),
+        after_item=chats.after_item(agent, conv_id),
     )
-    gw.chats.line_sent(agent, conv_id, line)
+    chats.line_sent(agent, conv_id, line)
     wire_body = SendMessage(
         request_id=body.request_id, text=body.text, steer=body.steer, turn=body.turn
     )
     try:
-        result = await gw.command(agent, _conv_path(request, "/messages"), wire_body)
+        result = await agents.command(agent, _conv_path(request, "/messages"), wire_body)
         state = LineState.SENT if result.outcome == "accepted" else LineState.NOT_SENT
         outcome = result.outcome
         message = cat["moved_on"] if outcome == "moved_on" else result.reason
@@ -506,7 +492,7 @@ async def send_message(request: web.Request) -> web.Response:
         state, outcome, message = LineState.NOT_CONFIRMED, "uncertain", None
     except AgentRejected as exc:
         state, outcome, message = LineState.NOT_SENT, "refused", phone_reason(exc, cat, "message")
-    gw.chats.line_state(agent, conv_id, body.request_id, state)
+    chats.line_state(agent, conv_id, body.request_id, state)
     labels = {
         LineState.SENT: cat["chat_sent"],
         LineState.NOT_CONFIRMED: cat["chat_not_confirmed"],
@@ -560,14 +546,14 @@ async def reopen_conversation(request: web.Request) -> web.Response:
 async def new_page(request: web.Request) -> web.Response:
     """N1–N3: the New page with the agent's starters, read from the agent."""
     agent = agent_of(request)
-    gw = request.app[GATEWAY]
+    agents = request.app[AGENTS]
     cat = request.app[SETTINGS].catalogue
-    mirror = gw.mirrors[agent]
+    mirror = agents.mirrors[agent]
     starters: list[Starter] = []
     error = None
     if mirror.hello is not None and mirror.hello.has("starters"):
         try:
-            fetched = await gw.starters(agent)
+            fetched = await agents.starters(agent)
             starters = expect(fetched, StarterList).starters
         except (AgentUnreachable, AgentRejected, RemoteWireError):
             error = cat["footer_no_answer"]
@@ -608,13 +594,13 @@ async def start_conversation(request: web.Request) -> web.Response:
 async def answer_ask(request: web.Request) -> web.Response:
     """T1: one tap, sent at most once whatever the retries; the card's words come back."""
     agent = agent_of(request)
-    gw = request.app[GATEWAY]
+    answers = request.app[ANSWERS]
     body = await body_of(request, PhoneAnswer)
     refused = crew_refusal(request)
     if refused is not None:  # V2: sent through a lead, and this machine takes none that way
         return encoded(_answer_view(request, body.request_id, TapOutcome.REFUSED, refused, None))
     try:
-        result = await gw.answer(
+        result = await answers.answer(
             agent, request.match_info["ask"], body.request_id, body.version, body.answer
         )
     except AnswerMisfit as exc:
@@ -626,8 +612,8 @@ async def answer_ask(request: web.Request) -> web.Response:
 
 async def answer_status(request: web.Request) -> web.Response:
     """The ledger's word on one request id (after a restart, or to poll an uncertain tap)."""
-    gw = request.app[GATEWAY]
-    record = await gw.answering.lookup(request.match_info["request_id"])
+    answers = request.app[ANSWERS]
+    record = await answers.lookup(request.match_info["request_id"])
     if record is None:
         return json_error(404, "not_found", "no answer with that request id")
     outcome = record.outcome or TapOutcome.UNCERTAIN
@@ -641,8 +627,7 @@ def _answer_view(
     reason: str | None,
     record: Record | None,
 ) -> AnswerView:
-    retry = record is not None and record.attempts > 1
-    state = CardState(outcome=outcome, request_id=request_id, retry=retry, reason=reason)
+    state = tap_state(outcome, request_id, reason, record)
     line = outcome_line(state, request.app[SETTINGS].catalogue)
     return AnswerView(
         request_id=request_id,
@@ -659,7 +644,7 @@ async def register_device(request: web.Request) -> web.Response:
     """Register or refresh a phone's push token (APNs or FCM); the same token, the same id."""
     body = await body_of(request, DeviceIn)
     try:
-        device_id = await request.app[GATEWAY].pushing.register(body)
+        device_id = await request.app[PUSHING].register(body)
     except DeviceError as exc:
         return json_error(400, "bad_request", str(exc))
     return encoded(DeviceRegistered(device_id=device_id))
@@ -667,14 +652,14 @@ async def register_device(request: web.Request) -> web.Response:
 
 async def remove_device(request: web.Request) -> web.Response:
     """Forget a device."""
-    if not await request.app[GATEWAY].pushing.remove(request.match_info["device"]):
+    if not await request.app[PUSHING].remove(request.match_info["device"]):
         return json_error(404, "not_found", "no such device")
     return encoded(Removed(removed=True))
 
 
 async def list_devices(request: web.Request) -> web.Response:
     """Registered devices (never their tokens or keys)."""
-    devices = await request.app[GATEWAY].pushing.devices()
+    devices = await request.app[PUSHING].devices()
     return encoded(
         DeviceList(
             devices=[
@@ -698,7 +683,7 @@ async def presence(request: web.Request) -> web.Response:
     not confirmed for 45 s is stale and never holds a push back.
     """
     body = await body_of(request, PresenceIn)
-    if not request.app[GATEWAY].pushing.confirm(body):
+    if not request.app[PUSHING].confirm(body):
         return json_error(404, "not_found", "no open stream with that id")
     return encoded(Ok(ok=True))
 
@@ -709,7 +694,7 @@ async def push_log(request: web.Request) -> web.Response:
         limit = min(max(int(request.query.get("limit", "100")), 1), 1000)
     except ValueError:
         return json_error(400, "bad_request", "limit must be a whole number")
-    rows = await request.app[GATEWAY].pushing.recent(limit)
+    rows = await request.app[PUSHING].recent(limit)
     return encoded(PushLog(pushes=msgspec.convert(rows, list[PushRow])))
 
 

@@ -89,7 +89,7 @@ _HOST_IN_LABEL: Final = re.compile(r"(?:[^\W_](?:[\w-]*[^\W_])?\.)+[^\W\d_]{2,}"
 
 def real_host(label: str, href: str) -> str | None:
     """The host to show beside a link's label, when the label may lie about where the link
-    goes (issue 9.9), else None: the target's host is not plain ASCII (an IDN, shown in
+    goes (C2, link items), else None: the target's host is not plain ASCII (an IDN, shown in
     punycode), the label holds a format character (a bidi override can make it read as
     another address), or the label names a host that is neither the target's nor one it
     lies under (``example.com`` for ``www.example.com`` is true)."""

@@ -10,22 +10,54 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
-from collie_gateway.views.cards import CardState
-from collie_gateway.views.cards import TapOutcome as Outcome
+from msgspec import Struct
 
 __all__ = [
     "AGENT_OUTCOMES",
     "Action",
+    "CardState",
     "Outcome",
     "Record",
     "Settlement",
     "Tap",
     "TapDecision",
+    "TapOutcome",
     "card_state",
     "on_result",
     "on_tap",
+    "tap_state",
 ]
+
+
+class TapOutcome(StrEnum):
+    """How a tap's answer ended (spec T1). The first six are the wire's reply outcomes."""
+
+    ACCEPTED = "accepted"
+    DECIDED = "decided"
+    EXPIRED = "expired"
+    ANSWERED = "answered"
+    NOT_OPEN = "not_open"
+    CHANGED = "changed"
+    UNCERTAIN = "uncertain"  # no answer from the agent: the reply may not have arrived
+    REFUSED = "refused"  # Collie refused the answer
+    OLDER_COLLIE = "older_collie"  # the agent's machine cannot take answers given here
+
+
+class CardState(Struct, frozen=True, kw_only=True):
+    """The last tap on a card: its outcome, its request id, whether it was a Retry, the
+    reason given with a ``refused`` or ``not_open`` outcome, and the ask version it answered
+    (None: not known)."""
+
+    outcome: TapOutcome
+    request_id: str
+    retry: bool = False
+    reason: str | None = None
+    version: int | None = None
+
+
+Outcome = TapOutcome  # the name the ledger's code uses
 
 #: The agent's reply outcomes (wire/SPEC.md) the gateway understands.
 AGENT_OUTCOMES = frozenset({"accepted", "decided", "expired", "answered", "not_open", "changed"})
@@ -117,6 +149,15 @@ def on_result(record: Record, agent_outcome: str | None, reason: str | None = No
     kept = reason if outcome is Outcome.NOT_OPEN else None
     settled = replace(record, settled=True, outcome=outcome, reason=kept)
     return Settlement(settled, release_claim=outcome is not Outcome.ACCEPTED)
+
+
+def tap_state(
+    outcome: Outcome, request_id: str, reason: str | None, record: Record | None = None
+) -> CardState:
+    """What a card shows for a tap's outcome as told to the phone (a tap the ledger sent more
+    than once is a retry, T1)."""
+    retry = record is not None and record.attempts > 1
+    return CardState(outcome=outcome, request_id=request_id, retry=retry, reason=reason)
 
 
 def card_state(record: Record) -> CardState | None:

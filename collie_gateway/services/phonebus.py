@@ -3,10 +3,10 @@
 Event ids are ``<boot>-<seq>``: a phone that reconnects after the gateway restarted (another
 boot) or that fell out of the ring gets a ``reset`` and reads its screens again.
 
-Streams are written at most once a frame, on one clock for every phone (issue 16): an event
-is encoded once, queued on each stream, and the streams are woken together — at once after a
-quiet frame, else at the frame's end — so a streamed reply costs one timer a frame, not one
-per phone.
+Streams are written at most once a frame, on one clock for every phone (bench/chat_bench.py):
+an event is encoded once, queued on each stream, and the streams are woken together — at once
+after a quiet frame, else at the frame's end — so a streamed reply costs one timer a frame,
+not one per phone.
 """
 
 from __future__ import annotations
@@ -16,11 +16,16 @@ import contextlib
 import math
 import secrets
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
 
 _encoder = msgspec.json.Encoder()
+
+
+#: Tells the phones one event (``PhoneBus.publish``): its type and its JSON payload.
+Publish = Callable[[str, object], object]
 
 
 @dataclass(frozen=True, slots=True)

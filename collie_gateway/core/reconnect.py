@@ -16,8 +16,23 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from collie_gateway.settings import LinkTiming
+
+@dataclass(frozen=True, slots=True)
+class LinkTiming:
+    """Timeouts and backoff of an agent link (seconds)."""
+
+    connect: float = 5.0
+    request: float = 10.0
+    stream_read: float = 45.0  # three missed 15 s pings (wire/SPEC.md, Events)
+    backoff_first: float = 0.5
+    backoff_cap: float = 30.0
+    # ours: a stream (a crew member's, W1; an agent's, wire §10) that ends cleanly sooner than
+    # this counts for the backoff, so a peer that keeps closing its streams is not asked in a loop
+    stream_stable: float = 10.0
+    version_recheck: float = 60.0
+    busy_read: float = 0.02  # ours: a delta stream read again within a quarter of this waits it
 
 
 class Reconnect:

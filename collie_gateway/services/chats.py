@@ -14,20 +14,27 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import quote
 
 import msgspec
 
+from collie_gateway.core.mirror import AgentMirror, Change
+from collie_gateway.core.notes import Note, note_json
 from collie_gateway.errors import AgentRejected, AgentUnreachable, BadCursor
-from collie_gateway.mirror import LinkState
+from collie_gateway.services.answers import CardStates
+from collie_gateway.services.links import AgentClient
+from collie_gateway.services.phonebus import Publish
+from collie_gateway.services.tasks import Spawn
+from collie_gateway.store.notes import NotesRepo
+from collie_gateway.strings import Catalogue
+from collie_gateway.views.cards import build_cards
 from collie_gateway.views.chat import (
     CHAT_TEXT_LIMIT,
     Chat,
     ChatContext,
     LineState,
     MyLine,
-    Note,
     build_chat,
     chat_text,
     item_line,
@@ -61,12 +68,34 @@ from wire.messages import (
     decode,
 )
 
-if TYPE_CHECKING:
-    from collie_gateway.gateway import Gateway
-    from collie_gateway.mirror import Change
-
 log = logging.getLogger(__name__)
 CHATS_KEPT = 500  # ours: chats kept live in memory, least recently opened dropped first
+
+
+class AgentReader(Protocol):
+    """What the chats read of the agents: mirrors, the version gate, calls."""
+
+    def mirror(self, agent: str) -> AgentMirror:
+        """The agent's mirror."""
+        ...
+
+    def version_warning(self, agent: str) -> str | None:
+        """R5's box for an agent refused for its wire version, else None."""
+        ...
+
+    def client(self, agent: str) -> AgentClient:
+        """The agent's HTTP client (raises when nothing may be sent)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChatConfig:
+    """The words, the clock and the masks the chats are drawn with."""
+
+    catalogue: Catalogue
+    clock: Callable[[], datetime]
+    redact: Callable[[str], str]  # titles and card texts (X1)
+    items_mask: Callable[[str], str] | None  # chat items (X1); None: masking is off
 
 
 @dataclass(slots=True)
@@ -108,8 +137,25 @@ class ListPage:
 class Chats:
     """Lists and chats for every agent of one gateway."""
 
-    def __init__(self, gateway: Gateway, kept: int = CHATS_KEPT) -> None:
-        self.gw = gateway
+    def __init__(
+        self,
+        agents: AgentReader,
+        notes: NotesRepo,
+        cards: CardStates,
+        publish: Publish,
+        spawn: Spawn,
+        config: ChatConfig,
+        kept: int = CHATS_KEPT,
+    ) -> None:
+        self.agents = agents
+        self.notes = notes
+        self.cards = cards
+        self.publish = publish
+        self.spawn = spawn
+        self.catalogue = config.catalogue
+        self.clock = config.clock
+        self.redact = config.redact
+        self.items_mask = config.items_mask  # how chat items are masked (X1); None: off
         self.kept = kept  # chats kept live in memory
         self.closed: dict[str, ClosedRead] = {}
         self.chats: OrderedDict[tuple[str, str], ChatState] = OrderedDict()
@@ -128,7 +174,7 @@ class Chats:
         self._writing_items: dict[tuple[str, str], dict[str, Item]] = {}  # the same, as sent
         # Chats dropped from memory (past ``kept``): phones may still show them, and deltas
         # still reach them through ``writing``; after a reset they are read again on their
-        # next open, and the phones are told to (issue 9.1).
+        # next open, and the phones are told to (wire §10 step 4).
         self._dropped: set[tuple[str, str]] = set()
         self._rereads: dict[tuple[str, str], bool] = {}  # chats read again; True: once more
 
@@ -142,19 +188,19 @@ class Chats:
     # --- the list ---------------------------------------------------------------------------
 
     def _ctx(self, agent: str, now: datetime) -> ListContext:
-        mirror = self.gw.mirrors[agent]
+        mirror = self.agents.mirror(agent)
         hello = mirror.hello
         return ListContext(
             agent=agent,
             agent_subtitle=hello.subtitle if hello else None,
             features=hello.features if hello else [],
-            catalogue=self.gw.settings.catalogue,
+            catalogue=self.catalogue,
             now=now,
-            redact=self.gw.redact,
+            redact=self.redact,
         )
 
     def _asks_history(self, agent: str) -> bool:
-        mirror = self.gw.mirrors[agent]
+        mirror = self.agents.mirror(agent)
         return mirror.wire == 1 and mirror.hello is not None and mirror.hello.has("history")
 
     async def visit(self, agent: str) -> ConversationList:
@@ -165,9 +211,9 @@ class Chats:
 
     def build(self, agent: str) -> ConversationList:
         """The list from what the gateway holds now; no read."""
-        mirror = self.gw.mirrors[agent]
-        ctx = self._ctx(agent, self.gw.settings.clock())
-        warning = self.gw.version_warning(agent)
+        mirror = self.agents.mirror(agent)
+        ctx = self._ctx(agent, self.clock())
+        warning = self.agents.version_warning(agent)
         closed = self.closed.get(agent) if self._asks_history(agent) else None
         if closed is None and self._asks_history(agent):
             closed = ClosedRead()  # not read yet (a poll before any visit): no footer
@@ -197,7 +243,7 @@ class Chats:
         Raises:
             BadCursor: the agent does not take ``cursor``.
         """
-        ctx = self._ctx(agent, self.gw.settings.clock())
+        ctx = self._ctx(agent, self.clock())
         try:
             page = await self._read_page(agent, cursor)
         except _ReadFailed as exc:
@@ -216,7 +262,7 @@ class Chats:
         if cursor is not None:
             path += "&cursor=" + quote(cursor, safe="")
         try:
-            fetched = await self.gw.client(agent).get(path)
+            fetched = await self.agents.client(agent).get(path)
             if fetched.status == 404:
                 raise _ReadFailed(ReadStatus.NO_LIST)
             if fetched.status == 400 and cursor is not None:
@@ -246,7 +292,7 @@ class Chats:
                     await asyncio.sleep(0.05)  # several open/close events: one read
                     self._read_again.discard(agent)
                     await self.read_closed(agent)
-                    self.gw.bus.publish("list.changed", self.build(agent))
+                    self.publish("list.changed", self.build(agent))
                     if agent not in self._read_again:
                         return
             finally:
@@ -269,7 +315,7 @@ class Chats:
             state = await self._load(agent, conv_id)
         else:
             self.chats.move_to_end(key)
-        live = self.gw.mirrors[agent].conversations.get(conv_id)
+        live = self.agents.mirror(agent).conversations.get(conv_id)
         if live is not None:
             state.conv = live
         return self.view(agent, state, show_all=show_all)
@@ -288,7 +334,7 @@ class Chats:
                 # keeping only what came after the new read began.
                 epoch = self._epochs.get(agent, 0)
                 buffer.clear()
-                fetched = await self.gw.client(agent).get(
+                fetched = await self.agents.client(agent).get(
                     "/conversations/" + quote(conv_id, safe="")
                 )
                 if fetched.status == 404:
@@ -298,7 +344,7 @@ class Chats:
                         f"the agent answered {fetched.status}", status=fetched.status
                     )
                 conv = decode(fetched.body, Conversation)
-                notes = await self.gw.load_notes(agent, conv_id)
+                notes = await self.notes.load(agent, conv_id)
                 if self._epochs.get(agent, 0) == epoch:
                     break
             state = ChatState(conv=msgspec.structs.replace(conv, items=None), seen=fetched.event_id)
@@ -342,31 +388,24 @@ class Chats:
             self._dropped.add(dropped)
         return state
 
-    @property
-    def _items_mask(self) -> Callable[[str], str] | None:
-        """How chat items are masked (X1): the redactor's rules, or None when it is off."""
-        return self.gw.redactor.mask if self.gw.redactor.enabled else None
-
     def view(self, agent: str, state: ChatState, *, show_all: bool = False) -> Chat:
         """Build the chat as the phone draws it now."""
-        mirror = self.gw.mirrors[agent]
-        now = self.gw.settings.clock()
+        mirror = self.agents.mirror(agent)
+        now = self.clock()
         ctx = ChatContext(
             agent=agent,
             features=mirror.hello.features if mirror.hello else [],
-            catalogue=self.gw.settings.catalogue,
+            catalogue=self.catalogue,
             now=now,
-            redact=self.gw.redact,
+            redact=self.redact,
             agent_subtitle=mirror.hello.subtitle if mirror.hello else None,
-            redact_items=self._items_mask,
+            redact_items=self.items_mask,
         )
         key = (agent, state.conv.id)
         mine = self.mine.get(key, [])
-        states = self.gw.card_states.get(key, {})
+        states = self.cards.of(agent, state.conv.id)
         chat = build_chat(state.conv, state.items, state.notes, mine, states, ctx, state.texts)
         if show_all:
-            from collie_gateway.views.cards import build_cards
-
             chat.cards = build_cards(
                 state.conv.asks,
                 agent_name=agent,
@@ -374,11 +413,15 @@ class Chats:
                 catalogue=ctx.catalogue,
                 states=states,
                 show_all=True,
-                redact=self.gw.redact,
+                redact=self.redact,
             )
         return chat
 
     # --- the person's lines (C4, C5) ---------------------------------------------------------
+
+    def after_item(self, agent: str, conv_id: str) -> str | None:
+        """The newest item of the conversation: a line or note added now follows it."""
+        return self.last_item.get((agent, conv_id))
 
     def line_sent(self, agent: str, conv_id: str, line: MyLine) -> None:
         """The person tapped Send (or Send again with the same request id)."""
@@ -407,7 +450,7 @@ class Chats:
             return
         key = (agent, cid)
         state = self.chats.get(key)
-        event_id = self.gw.mirrors[agent].last_event_id
+        event_id = self.agents.mirror(agent).last_event_id
         for buffer in self._loading.get(key, ()):
             buffer.append((event_id, event))
         # A stream behind the chat's read brings events the read holds: skip them (wire §10);
@@ -427,14 +470,13 @@ class Chats:
             case TurnStopped(turn=turn):
                 note = Note(
                     kind="stopped",
-                    text=self.gw.settings.catalogue["chat_stopped"],
+                    text=self.catalogue["chat_stopped"],
                     at=now,
                     after_item=self.last_item.get(key),
                 )
                 self.add_note(agent, cid, f"stop:{turn}", note)
             case ConversationClosed():
-                self.writing.pop(key, None)
-                self._writing_items.pop(key, None)
+                self._closed(key)
                 self._refresh_closed_soon(agent)
             case ConversationOpened():
                 self._refresh_closed_soon(agent)
@@ -445,7 +487,7 @@ class Chats:
             case _:
                 pass
         if state is not None:
-            live = self.gw.mirrors[agent].conversations.get(cid)
+            live = self.agents.mirror(agent).conversations.get(cid)
             if live is not None:
                 state.conv = live
             elif change.closed:
@@ -453,9 +495,18 @@ class Chats:
         if not isinstance(event, ItemDelta | ItemAppended | ItemUpdated):
             self._publish_soon(agent, cid)
 
+    def _closed(self, key: tuple[str, str]) -> None:
+        """A conversation closed: what was kept for it while open goes (its items being
+        written, the person's lines not echoed, the last item, its cards' taps)."""
+        self.writing.pop(key, None)
+        self._writing_items.pop(key, None)
+        self.mine.pop(key, None)
+        self.last_item.pop(key, None)
+        self.cards.forget(*key)
+
     def _item(self, key: tuple[str, str], state: ChatState | None, item: Item) -> None:
         """An item appended or replaced: cleaned and rendered once, for the chat and for the
-        phones' live stream alike (issue 9.2: live equals reload)."""
+        phones' live stream alike (C2: live equals reload)."""
         shown = chat_text(item.text)
         writing = self.writing.setdefault(key, {})
         items = self._writing_items.setdefault(key, {})
@@ -470,8 +521,8 @@ class Chats:
         self._publish_line(key, item, shown)
 
     def _publish_line(self, key: tuple[str, str], item: Item, shown: ShownText) -> None:
-        line = item_line(item, self.gw.settings.catalogue, shown, self._items_mask)
-        self.gw.bus.publish("chat.item", {"agent": key[0], "conversation_id": key[1], "item": line})
+        line = item_line(item, self.catalogue, shown, self.items_mask)
+        self.publish("chat.item", {"agent": key[0], "conversation_id": key[1], "item": line})
 
     def _delta(self, key: tuple[str, str], item_id: str, raw: str) -> None:
         """Text for an item being written: cleaned once; the phones get what it adds."""
@@ -480,7 +531,7 @@ class Chats:
         if shown is None:
             # Begun before this gateway followed the agent, in a chat not read: from here.
             shown = writing[item_id] = ShownText(CHAT_TEXT_LIMIT)
-        mask = self._items_mask
+        mask = self.items_mask
         if mask is not None:
             shown.keep_live(mask)  # from now on each piece is masked as it comes (X1)
         was_cut = shown.cut
@@ -506,10 +557,10 @@ class Chats:
             "text": piece,
         }
         if shown.cut and not was_cut:
-            event["shortened"] = self.gw.settings.catalogue["text_shortened"]
-        self.gw.bus.publish("chat.delta", event)
+            event["shortened"] = self.catalogue["text_shortened"]
+        self.publish("chat.delta", event)
 
-    # --- after a reset (issue 9.1, wire §10 step 4) ----------------------------------------
+    # --- after a reset (wire §10 step 4) ----------------------------------------
 
     def read_again(self, agent: str) -> None:
         """The agent's open conversations were read anew (after ``reset``, its log may have
@@ -523,13 +574,13 @@ class Chats:
             self._dropped.discard(key)
             self.writing.pop(key, None)
             self._writing_items.pop(key, None)
-            self.gw.bus.publish("chat.reload", {"agent": agent, "conversation_id": key[1]})
+            self.publish("chat.reload", {"agent": agent, "conversation_id": key[1]})
         for key in [k for k in self.chats if k[0] == agent]:
             if key in self._rereads:
                 self._rereads[key] = True  # the read under way may predate this one
                 continue
             self._rereads[key] = False
-            self.gw.spawn(self._read_again_chat(key), "chat-reread")
+            self.spawn(self._read_again_chat(key), "chat-reread")
 
     async def _read_again_chat(self, key: tuple[str, str]) -> None:
         agent, conv_id = key
@@ -543,7 +594,7 @@ class Chats:
                     self.chats.pop(key, None)  # read on the next visit
                 # At once, with no await since the read was applied: the events it skipped
                 # as stale (ids from before a lost log) were never sent to the phones.
-                self.gw.bus.publish("chat.reload", {"agent": agent, "conversation_id": conv_id})
+                self.publish("chat.reload", {"agent": agent, "conversation_id": conv_id})
                 if not self._rereads.get(key):
                     break
         finally:
@@ -557,10 +608,14 @@ class Chats:
         for buffer in self._loading.get((agent, conv_id), ()):
             buffer.append((None, note))
         self.unsaved.setdefault((agent, conv_id), []).append(note)
-        self.gw.bus.publish(
-            "chat.note", {"agent": agent, "conversation_id": conv_id, "note": _note_json(note)}
+        self.publish(
+            "chat.note", {"agent": agent, "conversation_id": conv_id, "note": note_json(note)}
         )
-        self.gw.save_note(agent, conv_id, key, note)
+        self.spawn(self._save_note(agent, conv_id, key, note), "note")
+
+    async def _save_note(self, agent: str, conv_id: str, key: str, note: Note) -> None:
+        await self.notes.save(agent, conv_id, key, note)
+        self.note_saved(agent, conv_id, note)
 
     def note_saved(self, agent: str, conv_id: str, note: Note) -> None:
         """A note reached SQLite: a chat read from now on finds it there."""
@@ -597,17 +652,17 @@ class Chats:
             self._publish_conversation(agent, conv_id)
 
     def _publish_conversation(self, agent: str, conv_id: str) -> None:
-        mirror = self.gw.mirrors[agent]
+        mirror = self.agents.mirror(agent)
         conv = mirror.conversations.get(conv_id)
         if conv is None:
-            self.gw.bus.publish("list.removed", {"agent": agent, "conversation_id": conv_id})
+            self.publish("list.removed", {"agent": agent, "conversation_id": conv_id})
             return
-        ctx = self._ctx(agent, self.gw.settings.clock())
-        self.gw.bus.publish("list.row", {"agent": agent, "row": list_row(conv, ctx)})
+        ctx = self._ctx(agent, self.clock())
+        self.publish("list.row", {"agent": agent, "row": list_row(conv, ctx)})
         state = self.chats.get((agent, conv_id))
         if state is not None:
             chat = self.view(agent, state)
-            self.gw.bus.publish(
+            self.publish(
                 "chat.changed",
                 {
                     "agent": agent,
@@ -619,10 +674,6 @@ class Chats:
                     "turn": chat.turn,
                 },
             )
-
-    def ready(self, agent: str) -> bool:
-        """Whether the agent's link is ready."""
-        return self.gw.mirrors[agent].state is LinkState.READY
 
 
 def _newer(event_id: str | None, snapshot_id: str | None) -> bool:
@@ -638,10 +689,3 @@ class _ReadFailed(Exception):
     def __init__(self, status: ReadStatus) -> None:
         super().__init__(status.value)
         self.status = status
-
-
-def _note_json(note: Note) -> dict[str, object]:
-    return {"kind": note.kind, "text": note.text, "at": note.at, "after_item": note.after_item}
-
-
-Clock = Callable[[], datetime]

@@ -1,0 +1,96 @@
+"""The durable agents this gateway follows: one link each, their mirrors, and every call to
+them behind the version gate (V1: nothing is sent to an agent of another wire version)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from collie_gateway.core.mirror import AgentMirror, LinkState
+from collie_gateway.core.reconnect import LinkTiming
+from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.services.links import AgentClient, AgentLink, Fetched, LinkListener, expect
+from collie_gateway.sources import Source
+from collie_gateway.strings import Catalogue
+from wire.messages import WIRE_VERSION, Ask, CommandResult
+
+
+class Agents:
+    """Mirrors and links of every agent named in the sources, in dashboard order."""
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        mirrors: Mapping[str, AgentMirror],
+        catalogue: Catalogue,
+        timing: LinkTiming,
+    ) -> None:
+        self.sources = {s.name: s for s in sources}
+        self.mirrors = dict(mirrors)
+        self.catalogue = catalogue
+        self.timing = timing
+        self.links: dict[str, AgentLink] = {}
+
+    def start(self, listener: LinkListener) -> None:
+        """Start one link per agent, telling ``listener`` what each reads."""
+        for name, source in self.sources.items():
+            link = AgentLink(source, self.mirrors[name], listener, self.timing)
+            self.links[name] = link
+            link.start()
+
+    async def close(self) -> None:
+        """Stop every link."""
+        for link in self.links.values():
+            await link.close()
+
+    def mirror(self, agent: str) -> AgentMirror:
+        """The agent's mirror (``KeyError`` for an agent not in the sources)."""
+        return self.mirrors[agent]
+
+    def version_warning(self, agent: str) -> str | None:
+        """R5's box for an agent refused for its wire version, else None."""
+        mirror = self.mirrors[agent]
+        if mirror.wire is None or mirror.wire == WIRE_VERSION:
+            return None
+        return self.catalogue.fmt("version_mismatch", theirs=mirror.wire, ours=WIRE_VERSION)
+
+    def client(self, agent: str) -> AgentClient:
+        """The agent's HTTP client, for an agent that speaks wire v1.
+
+        Raises:
+            AgentRejected: the agent speaks another wire version (V1: nothing is sent).
+            AgentUnreachable: the link has not read the agent's hello in this run yet.
+        """
+        warning = self.version_warning(agent)
+        if warning is not None:
+            raise AgentRejected(warning, status=0, code="version_mismatch")
+        if self.mirrors[agent].state is LinkState.STARTING:
+            # This run has not read the agent's hello yet: its stored wire version may be stale
+            # (V1). Nothing is sent; a tap stays pending and goes once the link is ready.
+            raise AgentUnreachable("the agent's hello has not been read yet")
+        return self.links[agent].client
+
+    async def command(self, agent: str, path: str, body: object) -> CommandResult:
+        """Send one command (the phone's request id inside) and decode its result.
+
+        Raises:
+            AgentUnreachable: no answer came back; the command may or may not have run.
+            AgentRejected: refused (version) or the agent answered with an error.
+        """
+        fetched = await self.client(agent).post(path, body)
+        return expect(fetched, CommandResult)
+
+    async def starters(self, agent: str) -> Fetched:
+        """The agent's starters, read on each visit of the New page."""
+        return await self.client(agent).get("/starters", limit=1024 * 1024)
+
+    def find_ask(self, agent: str, ask_id: str) -> Ask | None:
+        """The open ask ``ask_id`` of ``agent``, as mirrored."""
+        for conv in self.mirrors[agent].conversations.values():
+            for ask in conv.asks:
+                if ask.id == ask_id:
+                    return ask
+        return None
+
+    def ready(self) -> list[str]:
+        """The agents whose link is ready now."""
+        return [n for n, m in self.mirrors.items() if m.state is LinkState.READY]

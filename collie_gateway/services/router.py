@@ -1,0 +1,258 @@
+"""What an agent's link reads, handed to each sink in a stated order.
+
+A link tells the router three things (:class:`~collie_gateway.services.links.LinkListener`):
+its state changed, it read the open conversations anew (a snapshot), or one event arrived
+and was applied to the mirror. The router hands each to its sinks in the order given when
+the gateway is built (``gateway.py``); each sink does one job:
+
+- ``MirrorSink``: the store's mirror is marked for its next flush;
+- ``RowSink``: the agent's dashboard row is published when it changed (and ``list.reset``
+  after a snapshot);
+- ``ReceiptSink``: an ask that expired or was decided with no tap gets a receipt (R3, R4);
+- ``AskSink``: an ask raised pushes (P1–P3) and is told to a lead following this gateway
+  (W4); one resolved releases a push still owed;
+- ``AnswerSink``: unsettled taps are settled or sent again (T1);
+- the chats (:class:`~collie_gateway.services.chats.Chats`): lists and chats stay live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Protocol
+
+from collie_gateway.core.mirror import AgentMirror, Change, LinkState
+from collie_gateway.core.notes import RECEIPTS, Note, receipt_text
+from collie_gateway.services.answering import Answering
+from collie_gateway.services.answers import Answers
+from collie_gateway.services.chats import Chats
+from collie_gateway.services.phonebus import Publish
+from collie_gateway.services.pushing import Pushing
+from collie_gateway.services.rows import Rows
+from collie_gateway.services.tasks import Spawn
+from collie_gateway.store.mirrors import MirrorsRepo
+from collie_gateway.strings import Catalogue
+from wire.messages import (
+    AgentEvent,
+    Ask,
+    AskChanged,
+    AskRaised,
+    AskResolved,
+    ItemAppended,
+    ItemDelta,
+    ItemUpdated,
+)
+
+
+class Sink(Protocol):
+    """One job done with what links read."""
+
+    def on_link(self, mirror: AgentMirror) -> None:
+        """The link's state, reason or hello changed."""
+
+    def on_snapshot(self, mirror: AgentMirror) -> None:
+        """The open conversations were read anew."""
+
+    def on_event(
+        self, mirror: AgentMirror, event: AgentEvent, change: Change, now: datetime
+    ) -> None:
+        """One event was applied to the mirror."""
+
+
+class Router:
+    """A :class:`LinkListener` that hands everything to its sinks, in order."""
+
+    def __init__(
+        self,
+        clock: Callable[[], datetime],
+        on_link: Sequence[Sink],
+        on_snapshot: Sequence[Sink],
+        on_event: Sequence[Sink],
+    ) -> None:
+        self.clock = clock
+        self._link = tuple(on_link)
+        self._snapshot = tuple(on_snapshot)
+        self._event = tuple(on_event)
+
+    def link_changed(self, mirror: AgentMirror) -> None:
+        """A link's state or hello changed."""
+        for sink in self._link:
+            sink.on_link(mirror)
+
+    def snapshot_taken(self, mirror: AgentMirror) -> None:
+        """A link read the open conversations anew."""
+        for sink in self._snapshot:
+            sink.on_snapshot(mirror)
+
+    def event_received(self, mirror: AgentMirror, event: AgentEvent, change: Change) -> None:
+        """An agent event was applied to the mirror."""
+        now = self.clock()
+        for sink in self._event:
+            sink.on_event(mirror, event, change, now)
+
+
+class MirrorSink:
+    """Marks what changed for the store's next flush."""
+
+    def __init__(self, mirrors: MirrorsRepo) -> None:
+        self.mirrors = mirrors
+
+    def on_link(self, mirror: AgentMirror) -> None:
+        self.mirrors.mark(mirror.name)
+
+    def on_snapshot(self, mirror: AgentMirror) -> None:
+        self.mirrors.mark_all(mirror.name)
+
+    def on_event(
+        self, mirror: AgentMirror, event: AgentEvent, change: Change, now: datetime
+    ) -> None:
+        # Item events change no stored row: they do not wake the store. (The stored last
+        # event id then lags behind them; a link takes a snapshot when it starts anyway.)
+        if not isinstance(event, ItemDelta | ItemAppended | ItemUpdated):
+            self.mirrors.mark(mirror.name, change.conversation_id)
+
+
+class RowSink:
+    """Publishes the agent's dashboard row when it changed."""
+
+    def __init__(self, rows: Rows, publish: Publish) -> None:
+        self.rows = rows
+        self.publish = publish
+
+    def on_link(self, mirror: AgentMirror) -> None:
+        self.rows.changed(mirror)
+
+    def on_snapshot(self, mirror: AgentMirror) -> None:
+        self.rows.changed(mirror)
+        self.publish("list.reset", {"agent": mirror.name})
+
+    def on_event(
+        self, mirror: AgentMirror, event: AgentEvent, change: Change, now: datetime
+    ) -> None:
+        if change.counts_changed:
+            self.rows.changed(mirror)
+
+
+class ChatSink:
+    """Keeps lists and chats live."""
+
+    def __init__(self, chats: Chats) -> None:
+        self.chats = chats
+
+    def on_link(self, mirror: AgentMirror) -> None:
+        pass
+
+    def on_snapshot(self, mirror: AgentMirror) -> None:
+        # The list snapshot holds no items: what the chats missed in a gap (a reset: the
+        # agent's log was cut or lost) is read again, chat by chat (wire §10 step 4).
+        self.chats.read_again(mirror.name)
+
+    def on_event(
+        self, mirror: AgentMirror, event: AgentEvent, change: Change, now: datetime
+    ) -> None:
+        self.chats.on_event(mirror.name, event, change, now)
+
+
+class ReceiptSink:
+    """R3, R4: an ask that closed without the person's tap gets a receipt in its chat."""
+
+    def __init__(
+        self,
+        chats: Chats,
+        tapped: Callable[[str, str], Awaitable[bool]],
+        catalogue: Catalogue,
+        redact: Callable[[str], str],
+        spawn: Spawn,
+    ) -> None:
+        self.chats = chats
+        self.tapped = tapped
+        self.catalogue = catalogue
+        self.redact = redact
+        self.spawn = spawn
+
+    def on_link(self, mirror: AgentMirror) -> None:
+        pass
+
+    def on_snapshot(self, mirror: AgentMirror) -> None:
+        pass
+
+    def on_event(
+        self, mirror: AgentMirror, event: AgentEvent, change: Change, now: datetime
+    ) -> None:
+        if isinstance(event, AskResolved) and change.resolved and event.how in RECEIPTS:
+            self.spawn(self._receipt(mirror.name, event, change.resolved, now), "receipt")
+
+    async def _receipt(self, agent: str, event: AskResolved, ask: Ask, now: datetime) -> None:
+        tapped = await self.tapped(agent, ask.id)
+        text = receipt_text(event.how, ask, tapped, self.catalogue, self.redact)
+        if text is None:
+            return
+        after = self.chats.after_item(agent, event.conversation_id)
+        note = Note(kind="receipt", text=text, at=now, after_item=after)
+        self.chats.add_note(agent, event.conversation_id, f"ask:{ask.id}", note)
+
+
+class AskSink:
+    """Asks raised push (P1–P3) and are told to a lead following this gateway (W4); a push
+    still owed for an ask resolved is not sent."""
+
+    def __init__(self, pushing: Pushing, publish: Publish, spawn: Spawn) -> None:
+        self.pushing = pushing
+        self.publish = publish
+        self.spawn = spawn
+
+    def on_link(self, mirror: AgentMirror) -> None:
+        pass
+
+    def on_snapshot(self, mirror: AgentMirror) -> None:
+        # Asks raised while the gateway was away push now; once per ask (P3) keeps the rest
+        # quiet.
+        for conv in list(mirror.conversations.values()):
+            for ask in conv.asks:
+                self._raised(mirror.name, ask, conv.title, from_snapshot=True)
+
+    def on_event(
+        self, mirror: AgentMirror, event: AgentEvent, change: Change, now: datetime
+    ) -> None:
+        if isinstance(event, AskRaised):
+            conv = mirror.conversations.get(event.ask.conversation)
+            self._raised(mirror.name, event.ask, conv.title if conv else None, from_snapshot=False)
+        elif isinstance(event, AskResolved) and change.resolved is not None:
+            if self.pushing.owes(mirror.name, change.resolved):
+                self.spawn(self.pushing.ask_resolved(mirror.name, change.resolved), "push")
+            # A lead following this gateway settles its own push for it (W4).
+            self.publish("ask.resolved", {"agent": mirror.name, "ask": change.resolved})
+
+    def _raised(self, agent: str, ask: Ask, pane: str | None, *, from_snapshot: bool) -> None:
+        self.spawn(self.pushing.ask_raised(agent, ask, pane, from_snapshot=from_snapshot), "push")
+        # A lead following this gateway pushes it to its own phones (W4); a phone may ignore it.
+        payload = {"agent": agent, "ask": ask, "pane": pane, "from_snapshot": from_snapshot}
+        self.publish("ask.raised", payload)
+
+
+class AnswerSink:
+    """Unsettled taps settle when the agent says, or are sent again (T1)."""
+
+    def __init__(self, answers: Answers, ledger: Answering, spawn: Spawn) -> None:
+        self.answers = answers
+        self.ledger = ledger
+        self.spawn = spawn
+
+    def on_link(self, mirror: AgentMirror) -> None:
+        if mirror.state is LinkState.READY:
+            self.spawn(self.answers.resend_pending(mirror.name), f"resend-{mirror.name}")
+
+    def on_snapshot(self, mirror: AgentMirror) -> None:
+        pass
+
+    def on_event(
+        self, mirror: AgentMirror, event: AgentEvent, change: Change, now: datetime
+    ) -> None:
+        if isinstance(event, AskResolved):
+            if self.ledger.may_settle(mirror.name, event.ask_id, event.request_id):
+                self.spawn(self.answers.settle(mirror.name, event), "settle")
+        elif isinstance(event, AskChanged):
+            # An unsettled tap on the old version can no longer be applied, but it holds the
+            # ask's claim: send it again now, so it settles ("changed") and frees the claim
+            # for a tap on the new version.
+            self.spawn(self.answers.resend_pending(mirror.name, event.ask.id), "settle")

@@ -1,0 +1,157 @@
+"""The mirror of open conversations in SQLite: agents' hellos and states, open conversations.
+
+Flushed in batches: each flush writes the dirty conversations and the agent's last event id
+in one transaction, so after a crash the link resumes from an event id that matches what
+was stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+import aiosqlite
+import msgspec
+
+from collie_gateway.core.mirror import AgentMirror
+from collie_gateway.store.database import Database
+from wire.messages import Conversation, Hello
+
+log = logging.getLogger(__name__)
+
+# A flush this small runs on the loop's connection; a bigger one (a snapshot of many open
+# conversations) goes to the aiosqlite thread so the loop is never held for long.
+SMALL_FLUSH_BYTES = 64 * 1024
+
+_conv_decoder = msgspec.json.Decoder(Conversation)
+_hello_decoder = msgspec.json.Decoder(Hello)
+_encoder = msgspec.json.Encoder()
+
+
+class MirrorsRepo:
+    """Agents and their open conversations, as last mirrored."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._dirty: dict[str, set[str]] = {}
+        self._dirty_agents: set[str] = set()
+        self._mirrors: dict[str, AgentMirror] = {}
+        self._flush_wanted = asyncio.Event()
+        self._flusher: asyncio.Task[None] | None = None
+        db.on_close(self.close)
+
+    async def close(self) -> None:
+        """Stop the flusher and write what is pending."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
+        await self.flush()
+
+    async def load_mirrors(self, names: Iterable[str]) -> dict[str, AgentMirror]:
+        """The last stored mirror of each named agent; state ``STARTING`` until its link runs."""
+        mirrors = {name: AgentMirror(name=name) for name in names}
+        async with self.db.db.execute("SELECT name, hello, wire, last_event_id FROM agents") as cur:
+            async for name, hello, wire, last in cur:
+                mirror = mirrors.get(name)
+                if mirror is None:
+                    continue
+                mirror.hello = _hello_decoder.decode(hello) if hello else None
+                mirror.wire = wire
+                mirror.last_event_id = last
+        async with self.db.db.execute("SELECT agent, body FROM conversations") as cur:
+            async for agent, body in cur:
+                mirror = mirrors.get(agent)
+                if mirror is not None:
+                    mirror.put(_conv_decoder.decode(body))
+        self._mirrors = mirrors
+        return mirrors
+
+    def mark(self, agent: str, conversation_id: str | None = None) -> None:
+        """Note that ``agent`` (and one of its conversations) changed; a flush follows."""
+        self._dirty_agents.add(agent)
+        if conversation_id is not None:
+            self._dirty.setdefault(agent, set()).add(conversation_id)
+        self._flush_wanted.set()
+
+    def mark_all(self, agent: str) -> None:
+        """Note that every conversation of ``agent`` may have changed (a new snapshot)."""
+        self._dirty[agent] = {"*"}
+        self.mark(agent)
+
+    def start_flusher(self, interval: float = 0.05) -> None:
+        """Flush marked changes in the background, at most every ``interval`` seconds."""
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush_loop(interval), name="store-flush")
+
+    async def _flush_loop(self, interval: float) -> None:
+        while True:
+            await self._flush_wanted.wait()
+            await asyncio.sleep(interval)
+            try:
+                await self.flush()
+            except (aiosqlite.Error, OSError):
+                log.exception("store flush failed; will retry")
+                await asyncio.sleep(1.0)
+
+    async def flush(self) -> None:
+        """Write every marked change now, one transaction."""
+        self._flush_wanted.clear()
+        if not self._dirty_agents:
+            return
+        agents, self._dirty_agents = self._dirty_agents, set()
+        dirty, self._dirty = self._dirty, {}
+        # Snapshot the rows synchronously so the transaction matches one moment of the mirror.
+        agent_rows: list[tuple[Any, ...]] = []
+        wipe: list[str] = []
+        puts: list[tuple[str, str, bytes]] = []
+        deletes: list[tuple[str, str]] = []
+        for name in agents:
+            mirror = self._mirrors.get(name)
+            if mirror is None:
+                continue
+            agent_rows.append(
+                (
+                    name,
+                    mirror.state.value,
+                    mirror.reason,
+                    _encoder.encode(mirror.hello) if mirror.hello else None,
+                    mirror.wire,
+                    mirror.last_event_id,
+                )
+            )
+            ids = dirty.get(name, set())
+            if "*" in ids:
+                wipe.append(name)
+                ids = set(mirror.conversations)
+            for cid in ids:
+                conv = mirror.conversations.get(cid)
+                if conv is None:
+                    deletes.append((name, cid))
+                else:
+                    puts.append((name, cid, _encoder.encode(conv)))
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "INSERT INTO agents(name, state, reason, hello, wire, last_event_id) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET state=excluded.state,"
+                " reason=excluded.reason, hello=excluded.hello, wire=excluded.wire,"
+                " last_event_id=excluded.last_event_id",
+                agent_rows,
+            )
+            conn.executemany("DELETE FROM conversations WHERE agent = ?", [(n,) for n in wipe])
+            conn.executemany("DELETE FROM conversations WHERE agent = ? AND id = ?", deletes)
+            conn.executemany(
+                "INSERT OR REPLACE INTO conversations(agent, id, body) VALUES (?, ?, ?)", puts
+            )
+
+        size = sum(len(body) for _, _, body in puts)
+        if wipe or size > SMALL_FLUSH_BYTES:
+            await self.db.run_threaded(write)
+        else:
+            await self.db.run(write)
