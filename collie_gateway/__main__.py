@@ -24,17 +24,28 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from collie_gateway import serving
 from collie_gateway.core.redact import redactor_from_env
 from collie_gateway.errors import ConfigError, GatewayError
 from collie_gateway.http.app import create_app
+from collie_gateway.services.pushing import VAPID_SUBJECT
 from collie_gateway.services.targets import PushTargets, TargetsFactory
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
 from collie_gateway.store.database import Database
 from collie_gateway.strings import Catalogue
-from push import ApnsClient, Content, FcmClient, Provider, PushSender, ServiceAccount, WebhookTarget
+from push import (
+    ApnsClient,
+    Content,
+    FcmClient,
+    Provider,
+    PushSender,
+    ServiceAccount,
+    WebhookTarget,
+    WebPushClient,
+)
 from push.apns import PRODUCTION_URL as APNS_PRODUCTION_URL
 from push.apns import SANDBOX_URL as APNS_SANDBOX_URL
 from push.fcm import FCM_URL
@@ -96,7 +107,8 @@ def _relay(args: argparse.Namespace) -> int:
     from push.relay.cli import run
 
     factory = push_targets_from_env(os.environ)
-    if factory is None:
+    credentials = ("COLLIE_APNS_KEY_FILE", "COLLIE_FCM_SERVICE_ACCOUNT")
+    if factory is None or not any(os.environ.get(name) for name in credentials):
         raise ConfigError("the relay needs APNs or FCM credentials (COLLIE_APNS_*, COLLIE_FCM_*)")
     content = Content(strings=Catalogue())
     return run(
@@ -152,8 +164,10 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
     ``COLLIE_APNS_TOPIC``. FCM: ``COLLIE_FCM_SERVICE_ACCOUNT`` (the JSON file). Webhook (S6):
     ``COLLIE_WEBHOOK_URL`` and ``COLLIE_WEBHOOK_SECRETS`` (comma-separated, newest first).
     Elsewhere than Google's and Apple's hosts (a relay, a test double): ``COLLIE_APNS_URL``,
-    ``COLLIE_FCM_URL``, and ``COLLIE_PUSH_CA_FILE`` (PEM: the CAs trusted for APNs, FCM and
-    webhooks instead of the system's).
+    ``COLLIE_FCM_URL``, and ``COLLIE_PUSH_CA_FILE`` (PEM: the CAs trusted for APNs, FCM, Web
+    Push services and webhooks instead of the system's). Web Push needs no credentials (the
+    gateway's VAPID key is in its store); ``COLLIE_VAPID_SUBJECT`` is the contact its pushes
+    name (``mailto:`` or ``https://``).
 
     Raises:
         ConfigError: a setting is missing its partners, or a file cannot be read.
@@ -167,7 +181,11 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
     hook_secrets = [s for s in environ.get("COLLIE_WEBHOOK_SECRETS", "").split(",") if s]
     if hook_url and not hook_secrets:
         raise ConfigError("COLLIE_WEBHOOK_URL needs COLLIE_WEBHOOK_SECRETS")
-    if not (apns_set or fcm_file or hook_url):
+    subject = environ.get("COLLIE_VAPID_SUBJECT") or VAPID_SUBJECT
+    if not subject.startswith(("mailto:", "https://")):
+        raise ConfigError(f"COLLIE_VAPID_SUBJECT is a mailto: or https:// contact: {subject!r}")
+    ca_file = environ.get("COLLIE_PUSH_CA_FILE")
+    if not (apns_set or fcm_file or hook_url or ca_file or environ.get("COLLIE_VAPID_SUBJECT")):
         return None
     try:
         apns_pem = Path(environ["COLLIE_APNS_KEY_FILE"]).read_bytes() if apns_set else None
@@ -175,7 +193,6 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"push credentials: {exc}") from None
     apns_url, fcm_url = environ.get("COLLIE_APNS_URL"), environ.get("COLLIE_FCM_URL")
-    ca_file = environ.get("COLLIE_PUSH_CA_FILE")
     try:
         verify: ssl.SSLContext | bool = (
             ssl.create_default_context(cafile=ca_file) if ca_file else True
@@ -202,7 +219,11 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
                 account, content=content, verify=verify, base_url=fcm_url or FCM_URL
             )
         hooks = [WebhookTarget(hook_url, hook_secrets, verify=verify)] if hook_url else []
-        return PushTargets(senders=senders, webhooks=hooks)
+
+        def webpush(key: ec.EllipticCurvePrivateKey) -> PushSender:
+            return WebPushClient(vapid_key=key, subject=subject, content=content, verify=verify)
+
+        return PushTargets(senders=senders, webhooks=hooks, webpush=webpush)
 
     return build
 

@@ -132,6 +132,7 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "push_permission": "Permission needed in {pane}",
     "push_many": "A durable agent on {host} is raising many asks",
     "push_private": "A durable agent needs your answer",
+    "push_test": "Notifications from {host} arrive on this device",  # ours: a device's test
     # The web companion (ours: words the page adds around the phone's screens)
     "web_title": "Collie",
     "web_spaces": "Spaces",
@@ -161,6 +162,13 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "web_status_working": "Working",
     "web_status_waiting": "Waiting for you",
     "web_status_closed": "Closed",
+    "web_notify": "Notifications on this device",
+    "web_notify_on": "Notifications are on for this device.",
+    "web_notify_denied": "This browser does not allow notifications here.",
+    "web_notify_failed": "Notifications could not be turned on.",
+    "web_push_health": "Push",
+    "web_push_ok": "{provider}: last delivered {at}",
+    "web_push_failing": "{provider}: failing since {at} ({reason})",
 }
 
 

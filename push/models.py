@@ -111,6 +111,12 @@ class ManyAsksNotification:
     push_id: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PingNotification(ManyAsksNotification):
+    """A test notification through the whole path to one device (``push_test``, naming
+    ``host``): shaped as the many-asks push, with its own words and type ``test``."""
+
+
 Notification = AskNotification | ManyAsksNotification
 
 

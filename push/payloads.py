@@ -35,6 +35,7 @@ from push.models import (
     Forwarded,
     Message,
     Notification,
+    PingNotification,
     Urgency,
     Withdrawal,
 )
@@ -94,9 +95,9 @@ def _identity(text: str) -> str:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Content:
     """How pushes are worded: the catalogue (keys ``push_permission``, ``push_many``,
-    ``push_private``), the secret masking function, and how long a push without a deadline
-    may wait for a phone that is offline (``DEFAULT_TTL``, an hour; 0: APNs and FCM try once
-    and do not store it).
+    ``push_test``, ``push_private``), the secret masking function, and how long a push
+    without a deadline may wait for a phone that is offline (``DEFAULT_TTL``, an hour; 0:
+    APNs and FCM try once and do not store it).
 
     Usage: ``Content(strings=Catalogue(), redact=redactor)``.
     """
@@ -225,6 +226,8 @@ class _Source:
         pane = cut(self.pane, pane_max)
         if isinstance(self.note, AskNotification):
             headline = self.content.strings["push_permission"].format(pane=pane)
+        elif isinstance(self.note, PingNotification):
+            headline = self.content.strings["push_test"].format(host=pane)
         else:
             headline = self.content.strings["push_many"].format(host=pane)
         return _Texts(headline, cut(self.title, title_max), cut(self.line, line_max), pane)
@@ -284,7 +287,8 @@ def _ids(note: Notification | Withdrawal) -> dict[str, str]:
             "conversation": note.conversation,
             "ask": note.ask,
         }
-    return {"type": "many", "machine": note.machine, "agent": note.agent}
+    kind = "test" if isinstance(note, PingNotification) else "many"
+    return {"type": kind, "machine": note.machine, "agent": note.agent}
 
 
 def _envelope(device: Device, note: Notification, texts: _Texts) -> str:

@@ -225,6 +225,11 @@ class WebhookTarget(OwnedSession):
         self._sleep = sleep
         self._rng = rng
 
+    @property
+    def url(self) -> str:
+        """Where deliveries go."""
+        return self._url
+
     async def post(self, body: bytes, *, webhook_id: str | None = None) -> WebhookResult:
         """Post ``body`` (JSON bytes) under ``webhook_id`` (a fresh random id if None), the
         same id on each try, signed afresh with a later ``t``; 429, 5xx and lost connections

@@ -47,6 +47,7 @@ from collie_gateway.http.crew_routes import (
 )
 from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING, ROWS, SETTINGS
 from collie_gateway.http.openapi import Param, Route, flag_param, openapi_document
+from collie_gateway.http.push_routes import PUSH_ROUTES
 from collie_gateway.http.responses import encoded, http_error, json_error
 from collie_gateway.services.crew import CrewInfo
 from collie_gateway.services.links import expect
@@ -641,7 +642,9 @@ def _answer_view(
 
 
 async def register_device(request: web.Request) -> web.Response:
-    """Register or refresh a phone's push token (APNs or FCM); the same token, the same id."""
+    """Register or refresh a phone's push token (APNs or FCM) or a Web Push subscription
+    (the browser's `PushSubscription.toJSON()` with `"provider": "webpush"`); the same token
+    or endpoint, the same id."""
     body = await body_of(request, DeviceIn)
     try:
         device_id = await request.app[PUSHING].register(body)
@@ -875,6 +878,7 @@ CREW_ROUTES: list[Route] = [
     ),
 ]
 ROUTES += CREW_ROUTES
+ROUTES += PUSH_ROUTES
 
 
 def add_routes(app: web.Application) -> None:
