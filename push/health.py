@@ -32,15 +32,7 @@ class ProviderHealth:
 
     last_success: Mark | None = None
     last_failure: Mark | None = None
-
-    @property
-    def ok(self) -> bool | None:
-        """Whether the latest verdict was a success (None: no verdict yet)."""
-        if self.last_success is None and self.last_failure is None:
-            return None
-        if self.last_failure is None:
-            return True
-        return self.last_success is not None and self.last_success.at >= self.last_failure.at
+    ok: bool | None = None  # whether the latest verdict was a success (None: none yet)
 
 
 @dataclass(slots=True)
@@ -61,7 +53,8 @@ class PushHealth:
         if delivery.reason == CANCELLED:
             return False
         entry = self.providers.setdefault(provider, ProviderHealth())
-        if delivery.outcome in (Outcome.SENT, Outcome.GONE):
+        entry.ok = delivery.outcome in (Outcome.SENT, Outcome.GONE)
+        if entry.ok:
             entry.last_success = Mark(now)
         else:
             entry.last_failure = Mark(now, delivery.reason or delivery.outcome.value)
@@ -85,7 +78,7 @@ class PushHealth:
     def to_state(self) -> bytes:
         """The state to store."""
         body = {
-            p.value: [_mark(h.last_success), _mark(h.last_failure)]
+            p.value: [_mark(h.last_success), _mark(h.last_failure), h.ok]
             for p, h in self.providers.items()
         }
         return json.dumps({"v": VERSION, "providers": body}, sort_keys=True).encode()
@@ -102,8 +95,8 @@ class PushHealth:
             if obj["v"] != VERSION:
                 raise ValueError(f"version {obj['v']}")
             providers = {
-                Provider(name): ProviderHealth(_unmark(pair[0]), _unmark(pair[1]))
-                for name, pair in obj["providers"].items()
+                Provider(name): ProviderHealth(_unmark(row[0]), _unmark(row[1]), _verdict(row[2]))
+                for name, row in obj["providers"].items()
             }
         except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
             raise ValueError(f"not a push health state: {exc}") from None
@@ -114,6 +107,12 @@ def _mark(mark: Mark | None) -> dict[str, object] | None:
     if mark is None:
         return None
     return {"at": mark.at} if mark.reason is None else {"at": mark.at, "reason": mark.reason}
+
+
+def _verdict(obj: object) -> bool | None:
+    if obj is not None and not isinstance(obj, bool):
+        raise TypeError("a verdict is true, false or null")
+    return obj
 
 
 def _unmark(obj: object) -> Mark | None:

@@ -83,8 +83,8 @@ def test_the_state_survives_a_restart(
         b"{}",
         b"[]",
         b'{"v": 2, "providers": {}}',
-        b'{"v": 1, "providers": {"x": [null, null]}}',
-        b'{"v": 1, "providers": {"apns": [{"at": "soon"}, null]}}',
+        b'{"v": 1, "providers": {"x": [null, null, null]}}',
+        b'{"v": 1, "providers": {"apns": [{"at": "soon"}, null, true]}}',
     ],
 )
 def test_an_unreadable_state_is_refused(state: bytes) -> None:
