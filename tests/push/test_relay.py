@@ -126,42 +126,48 @@ def device(endpoint: str, browser: Browser) -> Device:
 
 
 @contextlib.asynccontextmanager
+async def relay_process(tmp: Path, svc: Services, *args: str) -> AsyncIterator[Relay]:
+    """``collie-gateway relay`` on a free port, forwarding to ``svc``'s fakes."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), **push_env(tmp, svc)}
+    log = tmp / "relay.log"
+    with log.open("ab") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "collie_gateway", "relay", "--db", str(tmp / "relay.db"),
+            "--port", str(port), "--public-url", base, *args,
+            cwd=REPO, env=env, stdout=out, stderr=out,
+        )  # fmt: skip
+
+    async def up() -> bool:
+        assert proc.returncode is None, log.read_text()
+        try:
+            async with aiohttp.ClientSession() as http, http.get(base + "/") as r:
+                return r.status == 404
+        except aiohttp.ClientError:
+            return False
+
+    try:
+        await eventually(up, within=15)
+        yield Relay(base, svc, proc, log, vapid.generate())
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+        try:
+            async with asyncio.timeout(10):
+                await proc.wait()
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        output = log.read_text(errors="replace")
+        assert "Traceback" not in output, output
+
+
+@contextlib.asynccontextmanager
 async def relay(*args: str) -> AsyncIterator[Relay]:
     with short_dir() as tmp:
-        async with services(tmp, time.time) as svc:
-            port = free_port()
-            base = f"http://127.0.0.1:{port}"
-            env = {**os.environ, "PYTHONPATH": str(REPO), **push_env(tmp, svc)}
-            log = tmp / "relay.log"
-            with log.open("ab") as out:
-                proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "collie_gateway", "relay", "--db", str(tmp / "relay.db"),
-                    "--port", str(port), "--public-url", base, *args,
-                    cwd=REPO, env=env, stdout=out, stderr=out,
-                )  # fmt: skip
-
-            async def up() -> bool:
-                assert proc.returncode is None, log.read_text()
-                try:
-                    async with aiohttp.ClientSession() as http, http.get(base + "/") as r:
-                        return r.status == 404
-                except aiohttp.ClientError:
-                    return False
-
-            try:
-                await eventually(up, within=15)
-                yield Relay(base, svc, proc, log, vapid.generate())
-            finally:
-                if proc.returncode is None:
-                    proc.terminate()
-                try:
-                    async with asyncio.timeout(10):
-                        await proc.wait()
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
-                output = log.read_text(errors="replace")
-                assert "Traceback" not in output, output
+        async with services(tmp, time.time) as svc, relay_process(tmp, svc, *args) as r:
+            yield r
 
 
 def sealed(raw: str) -> bytes:
