@@ -166,7 +166,10 @@ DEFAULTS: Final[Mapping[str, str]] = {
     "web_notify_on": "Notifications are on for this device.",
     "web_notify_denied": "This browser does not allow notifications here.",
     "web_notify_failed": "Notifications could not be turned on.",
-    "web_push_health": "Push",
+    "web_push_health": "Notifications",
+    "web_provider_apns": "Apple (APNs)",
+    "web_provider_fcm": "Google (FCM)",
+    "web_provider_webpush": "Web Push",
     "web_push_ok": "{provider}: last delivered {at}",
     "web_push_failing": "{provider}: failing since {at} ({reason})",
 }

@@ -18,10 +18,18 @@ from aiohttp import web
 from collie_gateway.http.responses import http_error
 from collie_gateway.strings import Catalogue
 
-FILES: Final = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
+FILES: Final = {
+    "app.js": "text/javascript",
+    "app.css": "text/css",
+    "icon.svg": "image/svg+xml",
+    "push.js": "text/javascript",  # the Web Push subscription (issue 22)
+    "sw.js": "text/javascript",  # the service worker: shows and closes notifications
+}
+MANIFEST: Final = "manifest.webmanifest"
 CSP: Final = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "connect-src 'self'; manifest-src 'self'; worker-src 'self'; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'"
 )
 HEADERS: Final = {
     "Content-Security-Policy": CSP,
@@ -46,16 +54,33 @@ def index_html(catalogue: Catalogue) -> bytes:
     return page.replace(STRINGS_MARK, block).encode("utf-8")
 
 
+def manifest(catalogue: Catalogue) -> bytes:
+    """The web app manifest: the page installs as an app (a PWA) named from the catalogue."""
+    body = {
+        "name": catalogue["web_title"],
+        "short_name": catalogue["web_title"],
+        "start_url": "/",
+        "scope": "/",
+        "display": "standalone",
+        "icons": [{"src": "/web/icon.svg", "sizes": "any", "type": "image/svg+xml"}],
+    }
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+
 def add_web_routes(app: web.Application, catalogue: Catalogue) -> None:
     """Serve ``/`` and ``/web/{name}``; both need no token (the page asks for it)."""
     page = index_html(catalogue)
     files = {name: _read(name) for name in FILES}
+    installable = manifest(catalogue)
 
     async def index(request: web.Request) -> web.Response:
         return web.Response(body=page, content_type="text/html", charset="utf-8", headers=HEADERS)
 
     async def asset(request: web.Request) -> web.Response:
         name = request.match_info["name"]
+        if name == MANIFEST:
+            kind = "application/manifest+json"
+            return web.Response(body=installable, content_type=kind, headers=HEADERS)
         body = files.get(name)
         if body is None:
             raise http_error(web.HTTPNotFound, "not_found", "no such file")

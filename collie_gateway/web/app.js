@@ -211,9 +211,40 @@
     });
     show(top(h('h1', { text: t('web_title') })),
       h('label', { class: 'setting', for: 'pending-only' }, toggle, t('setting_pending_only')),
-      ...sections);
+      ...sections, notifications());
     view = { name: 'dashboard', live: (ev) => { if (ev.type === 'dashboard.row' || ev.type === 'list.reset') later(reload); } };
     replaySince(mark);
+  }
+  // Notifications (issue 22): turn Web Push on for this browser; each provider's health.
+  function notifications() {
+    const status = h('p', { class: 'line2', id: 'notify-status', role: 'status' });
+    const lines = h('ul', { class: 'rows', id: 'push-health' });
+    const button = window.colliePush && 'PushManager' in window
+      ? h('button', { type: 'button', id: 'notify', text: t('web_notify'), onclick: async () => {
+        try {
+          await window.colliePush.subscribe(headers());
+          status.textContent = t('web_notify_on');
+          healthLines(lines);
+        } catch (err) {
+          status.textContent = t(err && err.message === 'denied' ? 'web_notify_denied' : 'web_notify_failed');
+        }
+        announce(status.textContent);
+      } })
+      : null;
+    healthLines(lines);
+    return h('section', { 'aria-labelledby': 'sec-notify', 'data-kind': 'notifications' },
+      h('h2', { id: 'sec-notify', text: t('web_push_health') }), button, status, lines);
+  }
+  async function healthLines(el) {
+    const data = await api('/api/v1/push/health').catch(() => null);
+    if (!data) return;
+    const when = (mark) => new Date(mark.at).toLocaleString();
+    el.replaceChildren(...data.providers.filter((p) => p.ok !== null).map((p) => {
+      const provider = t('web_provider_' + p.provider);
+      const text = p.ok ? t('web_push_ok', { provider, at: when(p.last_success) })
+        : t('web_push_failing', { provider, at: when(p.last_failure), reason: p.last_failure.reason || '' });
+      return h('li', { class: p.ok ? 'space' : 'space attention', 'data-provider': p.provider, text });
+    }));
   }
   function agentRow(row) {
     const r = row.right || {};

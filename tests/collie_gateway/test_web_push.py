@@ -9,18 +9,21 @@ notification of its ask.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
-from playwright.async_api import CDPSession, Page, async_playwright
+from playwright.async_api import CDPSession, Page, async_playwright, expect
 
+from collie_gateway.settings import Settings
 from collie_gateway.strings import Catalogue
-from fixtures.browser import chromium_path
+from fixtures.browser import PHONE, LiveGateway, chromium_path
 from push import (
     AskNotification,
     Content,
@@ -30,6 +33,7 @@ from push import (
     Withdrawal,
     webpush_message,
 )
+from tests.collie_gateway.push_fixtures import serve
 from tests.push.webpush_fakes import Browser
 
 NOTIFICATIONS = (
@@ -89,8 +93,41 @@ class Worker:
         raise AssertionError(f"{len(notes)} notifications, not {count}: {notes}")
 
 
+async def attach(page: Page, cdp: CDPSession, origin: str) -> Worker:
+    """The worker the page registered, once it is active."""
+    registrations: dict[str, str] = {}
+
+    def updated(event: dict[str, Any]) -> None:
+        for reg in event["registrations"]:
+            registrations[reg["scopeURL"]] = reg["registrationId"]
+
+    cdp.on("ServiceWorker.workerRegistrationUpdated", updated)
+    await cdp.send("ServiceWorker.enable")
+    await page.evaluate(READY)
+    for _ in range(100):
+        if origin + "/web/" in registrations:
+            break
+        await asyncio.sleep(0.05)
+    return Worker(page, cdp, origin, registrations[origin + "/web/"])
+
+
+@contextlib.asynccontextmanager
+async def chromium_page(origin: str) -> AsyncIterator[tuple[Page, CDPSession]]:
+    """A page of ``origin`` in Chromium, notifications allowed, with a DevTools session."""
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=chromium_path())
+        try:
+            context = await browser.new_context(viewport=PHONE)  # type: ignore[arg-type]
+            await context.grant_permissions(["notifications"], origin=origin)
+            page = await context.new_page()
+            yield page, await context.new_cdp_session(page)
+        finally:
+            await browser.close()
+
+
 @pytest.fixture
 async def worker() -> AsyncIterator[Worker]:
+    """The service worker alone, served from a bare page of the tests' own."""
     web_dir = resources.files("collie_gateway").joinpath("web")
 
     async def index(request: web.Request) -> web.Response:
@@ -103,37 +140,9 @@ async def worker() -> AsyncIterator[Worker]:
     app = web.Application()
     app.router.add_get("/", index)
     app.router.add_get("/web/sw.js", sw)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    origin = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    try:
-        async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=chromium_path())
-            try:
-                context = await browser.new_context()
-                await context.grant_permissions(["notifications"], origin=origin)
-                page = await context.new_page()
-                cdp = await context.new_cdp_session(page)
-                registrations: dict[str, str] = {}
-
-                def updated(event: dict[str, Any]) -> None:
-                    for reg in event["registrations"]:
-                        registrations[reg["scopeURL"]] = reg["registrationId"]
-
-                cdp.on("ServiceWorker.workerRegistrationUpdated", updated)
-                await cdp.send("ServiceWorker.enable")
-                await page.goto(origin + "/")
-                await page.evaluate(READY)
-                for _ in range(100):
-                    if origin + "/web/" in registrations:
-                        break
-                    await asyncio.sleep(0.05)
-                yield Worker(page, cdp, origin, registrations[origin + "/web/"])
-            finally:
-                await browser.close()
-    finally:
-        await runner.cleanup()
+    async with serve(app) as origin, chromium_page(origin) as (page, cdp):
+        await page.goto(origin + "/")
+        yield await attach(page, cdp, origin)
 
 
 async def test_an_ask_shows_and_its_withdrawal_closes_it(worker: Worker) -> None:
@@ -170,3 +179,32 @@ async def test_what_is_not_a_collie_push_shows_nothing_of_ours(worker: Worker) -
     await worker.push(ask(1))
     [note] = await worker.shown(1)
     assert note["data"]["ask"] == "a1"
+
+
+async def test_the_page_installs_registers_its_worker_and_shows_a_push(tmp_path: Path) -> None:
+    """The real page from a gateway: its manifest and worker pass its CSP; a tap on
+    "Notifications on this device" registers the worker (the browser's own push service is
+    out of reach here, so the subscription itself fails and the page says so)."""
+    live = LiveGateway(Settings(sources=[], db_path=tmp_path / "gateway.db"))
+    await live.start()
+    try:
+        origin = live.url.rstrip("/")
+        async with chromium_page(origin) as (page, cdp):
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            await page.goto(live.url)
+            manifest = await page.evaluate(
+                "fetch(document.querySelector('link[rel=manifest]').href).then(r => r.json())"
+            )
+            assert (manifest["name"], manifest["display"]) == ("Collie", "standalone")
+            await page.get_by_role("button", name="Notifications on this device").click()
+            status = page.locator("#notify-status")
+            # Headless Chromium has no push service: the subscription is refused, and said.
+            await expect(status).to_have_text("Notifications could not be turned on.")
+            worker = await attach(page, cdp, origin)
+            await worker.push(ask(1))
+            [note] = await worker.shown(1)
+            assert note["title"] == "Permission needed in Deploy"
+            assert not [e for e in errors if "Content Security Policy" in e], errors
+    finally:
+        await live.close()
