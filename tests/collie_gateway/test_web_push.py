@@ -83,9 +83,9 @@ class Worker:
         )
 
     async def shown(self, count: int) -> list[dict[str, Any]]:
-        """The notifications, once ``count`` show (polled, 5 s at most)."""
+        """The notifications, once ``count`` show (polled, 15 s at most: a loaded machine)."""
         notes: list[dict[str, Any]] = []
-        for _ in range(100):
+        for _ in range(300):
             notes = await self.page.evaluate(NOTIFICATIONS)
             if len(notes) == count:
                 return notes
@@ -96,16 +96,24 @@ class Worker:
 async def attach(page: Page, cdp: CDPSession, origin: str) -> Worker:
     """The worker the page registered, once it is active."""
     registrations: dict[str, str] = {}
+    running: set[str] = set()  # registrations whose active version runs
 
     def updated(event: dict[str, Any]) -> None:
         for reg in event["registrations"]:
             registrations[reg["scopeURL"]] = reg["registrationId"]
 
+    def versions(event: dict[str, Any]) -> None:
+        for version in event["versions"]:
+            if (version["status"], version["runningStatus"]) == ("activated", "running"):
+                running.add(version["registrationId"])
+
     cdp.on("ServiceWorker.workerRegistrationUpdated", updated)
+    cdp.on("ServiceWorker.workerVersionUpdated", versions)
     await cdp.send("ServiceWorker.enable")
     await page.evaluate(READY)
-    for _ in range(100):
-        if origin + "/web/" in registrations:
+    # A push delivered before the worker runs may be lost by the DevTools path: wait for it.
+    for _ in range(200):
+        if registrations.get(origin + "/web/") in running:
             break
         await asyncio.sleep(0.05)
     return Worker(page, cdp, origin, registrations[origin + "/web/"])
@@ -159,6 +167,7 @@ async def test_an_ask_shows_and_its_withdrawal_closes_it(worker: Worker) -> None
 
 async def test_a_withdrawal_closes_only_its_own_ask(worker: Worker) -> None:
     await worker.push(ask(1))
+    await worker.shown(1)
     await worker.push(ask(9, pane="c2"))
     await worker.shown(2)
     await worker.push(ask(2))  # the same pane: replaces ask 1's notification (one tag)
