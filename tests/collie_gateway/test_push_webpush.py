@@ -5,6 +5,7 @@ which checks every VAPID header and decrypts every body with the subscription's 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -245,3 +246,40 @@ async def test_a_devices_test_notification_and_push_health(
     ]  # fmt: skip
     missing = await client.post("/api/v1/devices/d-nobody/test", json={})
     assert missing.status == 404
+
+
+async def test_a_push_that_arrives_after_the_answer_is_withdrawn_from_its_device(
+    rig: Rig, svc: Services, web: FakePushService
+) -> None:
+    client, _gw, convs = await start(rig, svc, {"c1": "Deploy"})
+    device, _browser = await subscribe(client, web)
+    web.hold = asyncio.Event()
+    await raise_ask(convs["c1"], "a1")
+    await eventually(lambda: web.held == 1)  # the push is on its way
+    await answer(client, "a1", "tap-1")
+    await eventually(lambda: cards_gone(client))
+    web.hold.set()  # it arrives after the answer
+    entries = await logged(client, "a1", "sent", "withdrawn")
+    assert [e["device"] for e in entries if e["outcome"] == "withdrawn"] == [device]
+    assert [m["type"] for m in messages(web)] == ["ask", "withdraw"]
+
+
+async def cards_gone(client: Client) -> bool:
+    view = await get_json(client, "/api/v1/agents/desk/conversations/c1")
+    return not view["cards"]["cards"]
+
+
+async def test_an_ask_pushed_before_a_restart_is_withdrawn_after_it(
+    rig: Rig, svc: Services, web: FakePushService
+) -> None:
+    client, _gw, convs = await start(rig, svc, {"c1": "Deploy"})
+    device, _browser = await subscribe(client, web)
+    await raise_ask(convs["c1"], "a1")
+    await logged(client, "a1", "sent")
+    client, _gw = await restart_gateway(rig, svc, client)
+    await answer(client, "a1", "tap-1")
+    entries = await logged(client, "a1", "withdrawn")
+    assert [e["device"] for e in entries if e["outcome"] == "withdrawn"] == [device]
+    client, _gw = await restart_gateway(rig, svc, client)  # and not again after another
+    await asyncio.sleep(0.3)
+    assert [m["type"] for m in messages(web)] == ["ask", "withdraw"]

@@ -8,6 +8,7 @@ subscription's private key, HKDF with the auth secret, AES-128-GCM, one record).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -134,6 +135,8 @@ class FakePushService:
     requests: list[PushSeen] = field(default_factory=list)
     script: Callable[[PushSeen], Answer] = field(default=lambda seen: 201)
     clock: Callable[[], float] = time.time
+    hold: asyncio.Event | None = None  # when given, each message waits for it to be set
+    held: int = 0  # messages that waited for ``hold``
 
     def subscribe(self) -> tuple[str, Browser]:
         """A new subscription: its endpoint and the browser's keys."""
@@ -148,6 +151,9 @@ class FakePushService:
 
     async def _push(self, request: web.Request) -> web.Response:
         sub_id, body = request.match_info["id"], await request.read()
+        if self.hold is not None:
+            self.held += 1
+            await self.hold.wait()
         signer, error = check_vapid(request.headers.get("Authorization"), self.origin, self.clock())
         browser = self.subscriptions.get(sub_id)
         message = browser.json(body) if browser is not None and signer is not None else None
