@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
-from push import Withdrawal, collapse_id
+from collie_gateway.__main__ import push_targets_from_env
+from collie_gateway.errors import ConfigError
+from collie_gateway.strings import Catalogue
+from push import Content, WebPushClient, Withdrawal, collapse_id, vapid
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from tests.collie_gateway.push_fixtures import Services, serve
 from tests.collie_gateway.test_push_http import (
@@ -28,6 +31,7 @@ from tests.collie_gateway.test_push_http import (
     start,
     svc,
 )
+from tests.push.fakes import make_tls
 from tests.push.webpush_fakes import Browser, FakePushService, b64url
 
 __all__ = ["svc"]  # the fixture, shared with test_push_http
@@ -283,3 +287,20 @@ async def test_an_ask_pushed_before_a_restart_is_withdrawn_after_it(
     client, _gw = await restart_gateway(rig, svc, client)  # and not again after another
     await asyncio.sleep(0.3)
     assert [m["type"] for m in messages(web)] == ["ask", "withdraw"]
+
+
+def test_COLLIE_VAPID_SUBJECT_must_be_a_contact() -> None:
+    with pytest.raises(ConfigError, match="COLLIE_VAPID_SUBJECT is a mailto: or https:// contact"):
+        push_targets_from_env({"COLLIE_VAPID_SUBJECT": "ops"})
+
+
+async def test_a_CA_file_alone_configures_the_web_push_sender(rig: Rig) -> None:
+    make_tls(rig.tmp)
+    factory = push_targets_from_env({"COLLIE_PUSH_CA_FILE": str(rig.tmp / "ca.pem")})
+    assert factory is not None
+    targets = factory(Content(strings=Catalogue()))
+    assert (dict(targets.senders), list(targets.webhooks)) == ({}, [])
+    assert targets.webpush is not None
+    sender = targets.webpush(vapid.generate())
+    assert isinstance(sender, WebPushClient)
+    await sender.aclose()
