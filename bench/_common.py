@@ -119,10 +119,12 @@ class Child:
         self, within: float, on_spawn: Callable[[int], Awaitable[None]] | None = None
     ) -> Json:
         """Run the helper (``on_spawn(pid)`` first) and return its first line (it is ready)."""
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(self.tree), str(BENCH)])}
+        # A baseline's worktree runs its own helper script: it knows its own modules.
+        bench = self.tree / "bench" if (self.tree / "bench" / self.script).is_file() else BENCH
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(self.tree), str(bench)])}
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            str(BENCH / self.script),
+            str(bench / self.script),
             *self.args,
             cwd=REPO,
             env=env,

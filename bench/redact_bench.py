@@ -4,8 +4,10 @@ Run: ``python bench/redact_bench.py [seconds]``. A hit is a secret fully masked 
 around it unchanged, at most its public kind prefix left, no 4-character run of the rest); a
 false alarm is an ordinary string changed. Each set is scored apart: in sample
 (``secrets.json``, ``clean.json``: the rules were written against them) and out of sample
-(``heldout.json``, ``heldout-2.json``: each written before the rules it tests, never tuned
-on). The speed is masks per second of process CPU time over the in-sample texts.
+(``heldout.json``, ``heldout-2.json``, ``heldout-3.json``: each written before the rules it
+tests, never tuned on). Then a large sample of ordinary text (``fixtures/redaction/ordinary.py``,
+20,000 generated lines an agent prints): its false alarms. The speed is masks per second of
+process CPU time over the in-sample texts.
 
 ``--baseline FILE`` also times another version of ``redact.py`` (e.g. from
 ``git show 7fcd29f:collie_gateway/core/redact.py``) on the same texts, interleaved in this
@@ -25,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the corpus is a fixture
 from collie_gateway.core.redact import Redactor
 from fixtures.redaction.corpus import HELD_OUT, Score, held_out, in_sample, score
+from fixtures.redaction.ordinary import ordinary_lines
 
 
 def _rate(redactor: Redactor, texts: list[str], seconds: float) -> float:
@@ -84,6 +87,11 @@ def main(seconds: float = 1.0, baseline: str | None = None) -> None:
     _report("in sample (secrets.json, clean.json)", score(redactor.mask, secrets, clean))
     for name in HELD_OUT:
         _report(f"out of sample ({name})", score(redactor.mask, *held_out(name)))
+    lines = ordinary_lines()
+    alarms = [line for line in lines if redactor.mask(line) != line]
+    print(f"large ordinary sample: {len(alarms)} false alarms on {len(lines):,} lines")
+    for line in alarms[:10]:
+        print(f"  false alarm: {line!r}")
     texts = [c["input"] for c in secrets]
     clean_texts = [c["input"] for c in clean]
     mean = sum(map(len, texts + clean_texts)) / len(texts + clean_texts)
@@ -97,6 +105,7 @@ def main(seconds: float = 1.0, baseline: str | None = None) -> None:
         other = _load(baseline)
         _compare(other, texts + clean_texts, "in-sample corpus")
         _compare(other, clean_texts, "clean text only")
+        _compare(other, lines[:2_000], "large ordinary sample (2,000 lines)")
 
 
 if __name__ == "__main__":

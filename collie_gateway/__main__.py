@@ -35,7 +35,7 @@ from collie_gateway.services.targets import PushTargets, TargetsFactory
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
 from collie_gateway.store.database import Database
-from collie_gateway.strings import Catalogue
+from collie_gateway.strings import Catalogue, Catalogues, canonical
 from push import (
     ApnsClient,
     Content,
@@ -119,8 +119,10 @@ def _relay(args: argparse.Namespace) -> int:
 
 
 def _bridge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``bridge acp …``: run a bridge by hand (the gateway runs the ones in sources.json)."""
+    """``bridge acp|mcp …``: run a bridge by hand (the gateway runs the ones in sources.json)."""
     from bridges.acp.cli import add_arguments
+    from bridges.mcp.cli import DESCRIPTION as MCP_DESCRIPTION
+    from bridges.mcp.cli import add_arguments as add_mcp_arguments
 
     bridge = sub.add_parser(
         "bridge",
@@ -135,9 +137,17 @@ def _bridge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "stdio) as a wire-v1 durable agent on a Unix socket.",
     )
     add_arguments(acp)
+    mcp = kinds.add_parser(
+        "mcp", help="MCP tools that ask the person, for any MCP host", description=MCP_DESCRIPTION
+    )
+    add_mcp_arguments(mcp)
 
 
 def _bridge(args: argparse.Namespace) -> int:
+    if args.bridge == "mcp":
+        from bridges.mcp.cli import run as run_mcp
+
+        return run_mcp(args)
     from bridges.acp.cli import run
 
     return run(args)
@@ -153,7 +163,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--space", action="append", default=[], help="a space to show on the dashboard (repeat)"
     )
-    p.add_argument("--strings", type=Path, default=None, help="JSON file overriding phone strings")
+    p.add_argument(
+        "--strings",
+        type=Path,
+        default=None,
+        help='JSON file overriding phone strings: {"key": "text"}, or per language {"it": {…}}',
+    )
+    p.add_argument(
+        "--lang", default="en", help="the phone's language when a request names none (en)"
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="log every link change")
 
 
@@ -284,8 +302,23 @@ def push_options_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     return options
 
 
+def phone_languages(strings: Path | None, lang: str) -> Catalogues:
+    """The catalogues: the shipped languages with ``--strings`` applied, ``lang`` the default.
+
+    Raises:
+        ValueError: a bad ``--strings`` file, or a ``--lang`` with no catalogue (the message
+            names the option).
+    """
+    found = Catalogues.from_file(strings) if strings else Catalogues.load()
+    default = canonical(lang, found.languages)
+    if default is None:
+        known = ", ".join(found.languages)
+        raise ValueError(f"--lang {lang}: no catalogue in that language (known: {known})")
+    return Catalogues.from_file(strings, default) if strings else Catalogues.load(default)
+
+
 def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
-    catalogue = Catalogue.from_file(args.strings) if args.strings else Catalogue()
+    catalogues = phone_languages(args.strings, args.lang)
     redact = redactor_from_env(os.environ).enabled
     return Settings(
         sources=load_sources(sources_path),
@@ -297,7 +330,7 @@ def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
         token=os.environ.get("COLLIE_TOKEN") or None,
         spaces=tuple(args.space),
         machine=getattr(args, "machine", None) or socket.gethostname(),
-        catalogue=catalogue,
+        catalogues=catalogues,
         redact=redact,
         push_targets=push_targets_from_env(os.environ),
         **push_options_from_env(os.environ),
@@ -334,8 +367,7 @@ def _free_port() -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     check_args(args)
-    if args.strings:
-        Catalogue.from_file(args.strings)  # a bad file stops the demo before any agent starts
+    phone_languages(args.strings, args.lang)  # a bad file stops the demo before agents start
     state = args.state_dir or Path(tempfile.mkdtemp(prefix="collie-demo-"))
     state.mkdir(parents=True, exist_ok=True)
     pi_port = _free_port()

@@ -48,6 +48,14 @@ class AgentRejected(GatewayError):
         self.code = code
 
 
+class VersionRefused(AgentRejected):
+    """The agent speaks wire version ``theirs``, not this gateway's (V1): nothing is sent."""
+
+    def __init__(self, message: str, theirs: int) -> None:
+        super().__init__(message, status=0, code="version_mismatch")
+        self.theirs = theirs
+
+
 class AnswerConflict(GatewayError):
     """The same request id came with a different answer; nothing was applied."""
 

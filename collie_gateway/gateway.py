@@ -77,11 +77,16 @@ class Gateway:
         await self.ledger.load()
         self.answers = Answers(self.agents, self.ledger, s.catalogue, s.clock, self.redact, publish)
         items_mask = self.redactor.mask if self.redactor.enabled else None
-        chat_config = ChatConfig(s.catalogue, s.clock, self.redact, items_mask)
+        chat_config = ChatConfig(s.languages, s.clock, self.redact, items_mask)
         notes = NotesRepo(self.db)
         self.chats = Chats(self.agents, notes, self.answers.cards, publish, spawn, chat_config)
-        content = Content(strings=s.catalogue, redact=self.redact, default_ttl=s.push_ttl)
-        push_config = PushConfig(s.machine, s.apns_environment, s.clock)
+        content = Content(
+            strings=s.catalogue,
+            redact=self.redact,
+            default_ttl=s.push_ttl,
+            languages={tag: s.languages.get(tag) for tag in s.languages.languages},
+        )
+        push_config = PushConfig(s.machine, s.apns_environment, s.clock, s.languages)
         repo = PushesRepo(self.db)
         self.pushing = await Pushing.open(repo, publish, push_config, content, s.push_targets)
         self.crew = Crew(
@@ -94,7 +99,7 @@ class Gateway:
             self._member_ask_resolved,
         )
         sections = self.crew.sections
-        self.rows = Rows(s.sources, self.agents.mirror, s.catalogue, s.spaces, publish, sections)
+        self.rows = Rows(s.sources, self.agents.mirror, s.languages, s.spaces, publish, sections)
         self.router = self._router()
 
     def _member_ask(
@@ -118,8 +123,7 @@ class Gateway:
         """The sinks, in the order each hears what a link read (services/router.py)."""
         spawn, publish = self.tasks.spawn, self.bus.publish
         mirror, rows = MirrorSink(self.mirrors_repo), RowSink(self.rows, publish)
-        cat = self.settings.catalogue
-        receipts = ReceiptSink(self.chats, self.ledger.tapped, cat, self.redact, spawn)
+        receipts = ReceiptSink(self.chats, self.ledger.tapped, self.redact, spawn)
         asks = AskSink(self.pushing, publish, spawn)
         answers = AnswerSink(self.answers, self.ledger, spawn)
         chats = ChatSink(self.chats)

@@ -12,7 +12,7 @@ from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.services.supervisor import Backoff
 from collie_gateway.services.targets import TargetsFactory
 from collie_gateway.sources import Member, Source
-from collie_gateway.strings import Catalogue
+from collie_gateway.strings import Catalogue, Catalogues
 
 
 def utc_now() -> datetime:
@@ -34,7 +34,8 @@ class Settings:
     token: str | None = None
     spaces: tuple[str, ...] = ()
     machine: str = "this machine"
-    catalogue: Catalogue = field(default_factory=Catalogue)
+    catalogue: Catalogue = field(default_factory=Catalogue)  # the default language's
+    catalogues: Catalogues | None = None  # every language; None: the shipped ones around it
     timing: LinkTiming = field(default_factory=LinkTiming)
     clock: Callable[[], datetime] = utc_now
     phone_ring: int = 10_000  # phone events kept for Last-Event-ID replay
@@ -48,6 +49,18 @@ class Settings:
     bridge_backoff: Backoff = field(default_factory=Backoff)  # restarts of bridges it runs
     crew: list[Member] = field(default_factory=list)  # member machines this lead shows (W1)
     crew_answers: bool = True  # as a member: take answers given on a lead (W4, V2)
+
+    def __post_init__(self) -> None:
+        if self.catalogues is None:
+            object.__setattr__(self, "catalogues", Catalogues.around(self.catalogue))
+        else:
+            object.__setattr__(self, "catalogue", self.catalogues.default)
+
+    @property
+    def languages(self) -> Catalogues:
+        """Every language the phone is answered in; the default is ``catalogue``'s."""
+        assert self.catalogues is not None  # set in __post_init__
+        return self.catalogues
 
     @property
     def needs_token(self) -> bool:

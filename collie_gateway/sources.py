@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from collie_gateway.errors import SourcesError
 from collie_gateway.services.supervisor import BridgeCommand
 
-_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp", "stalwart"})
+_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp", "mcp", "stalwart"})
 AGENTS_DIR = Path("~/.collie/agents")  # where a bridge's socket and state go by default
 _TOP_KEYS = frozenset({"durable_agents", "crew"})
 _MEMBER_KEYS = frozenset({"name", "url", "token_env"})
@@ -305,7 +305,26 @@ def _stalwart_bridge(name: str, spec: object, where: str) -> BridgeCommand:
     return BridgeCommand(name=name, argv=tuple(argv), socket=socket)
 
 
+def _mcp_bridge(name: str, spec: object, where: str) -> BridgeCommand:
+    """``{"mcp": {"port": 8790, "socket": …, "state": …}}``: the MCP bridge (``bridges.mcp``),
+    MCP tools that ask the person, served on 127.0.0.1:``port`` at ``/mcp``; ``socket`` and
+    ``state`` default to ``~/.collie/agents/``."""
+    if not isinstance(spec, dict):
+        raise SourcesError(f'{where} must be an object, e.g. {{"port": 8790}}')
+    unknown = sorted(set(spec) - {"port", "socket", "state"})
+    if unknown:
+        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: port, socket, state)")
+    port = spec.get("port", 8790)
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise SourcesError(f'{where}: "port" must be a port number')
+    socket = _path(spec.get("socket"), f'{where}: "socket"', AGENTS_DIR / f"{name}.sock")
+    state = _path(spec.get("state"), f'{where}: "state"', AGENTS_DIR / f"{name}.mcp.db")
+    argv = (sys.executable, "-m", "bridges.mcp", "--socket", str(socket), "--state", str(state))
+    return BridgeCommand(name=name, argv=(*argv, "--port", str(port)), socket=socket)
+
+
 _BRIDGES: dict[str, Callable[[str, object, str], BridgeCommand]] = {
     "acp": _acp_bridge,
+    "mcp": _mcp_bridge,
     "stalwart": _stalwart_bridge,
 }

@@ -59,8 +59,9 @@ class Device:
     ``id`` is the gateway's id for the registration; it is the envelope's associated data.
     ``registered_at`` is unix seconds of the token's last registration (APNs 410 rule).
     ``key``, when set, is the phone's own 32-byte key: its pushes carry content only
-    inside an AES-256-GCM envelope. A Web Push device's ``token`` is its endpoint URL and
-    ``webpush`` its subscription's keys.
+    inside an AES-256-GCM envelope. ``lang`` is the language tag the phone registered its
+    pushes in (None: the gateway's default). A Web Push device's ``token`` is its endpoint
+    URL and ``webpush`` its subscription's keys.
     """
 
     id: str
@@ -69,6 +70,7 @@ class Device:
     registered_at: float
     environment: Environment = Environment.PRODUCTION
     key: bytes | None = None
+    lang: str | None = None
     webpush: WebPushKeys | None = None
 
     def __post_init__(self) -> None:

@@ -23,7 +23,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -95,16 +95,25 @@ def _identity(text: str) -> str:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Content:
     """How pushes are worded: the catalogue (keys ``push_permission``, ``push_many``,
-    ``push_test``, ``push_private``), the secret masking function, and how long a push
-    without a deadline may wait for a phone that is offline (``DEFAULT_TTL``, an hour; 0:
-    APNs and FCM try once and do not store it).
+    ``push_test``, ``push_private``) of the default language and of each other language by
+    tag, the secret masking function, and how long a push without a deadline may wait for a
+    phone that is offline (``DEFAULT_TTL``, an hour; 0: APNs and FCM try once and do not
+    store it).
 
-    Usage: ``Content(strings=Catalogue(), redact=redactor)``.
+    Usage: ``Content(strings=Catalogue(), languages={"it": Catalogue(lang="it")})``.
     """
 
     strings: Strings
     redact: Callable[[str], str] = _identity
     default_ttl: float = DEFAULT_TTL
+    languages: Mapping[str, Strings] = field(default_factory=dict)
+
+    def words(self, device: Device) -> Strings:
+        """The catalogue a push to ``device`` is worded from: its language's, else the
+        default's."""
+        if device.lang is None:
+            return self.strings
+        return self.languages.get(device.lang, self.strings)
 
 
 def clean(text: str) -> str:
@@ -208,11 +217,11 @@ class _Texts:
 class _Source:
     """A notification's texts cleaned and masked, ready to cut to any lengths."""
 
-    __slots__ = ("content", "line", "note", "pane", "title")
+    __slots__ = ("line", "note", "pane", "strings", "title")
 
-    def __init__(self, note: Notification, content: Content) -> None:
+    def __init__(self, note: Notification, content: Content, strings: Strings) -> None:
         self.note = note
-        self.content = content
+        self.strings = strings
         if isinstance(note, AskNotification):
             redact = content.redact
             self.pane = redact(clean(note.pane))
@@ -225,11 +234,11 @@ class _Source:
     def texts(self, pane_max: int, title_max: int, line_max: int) -> _Texts:
         pane = cut(self.pane, pane_max)
         if isinstance(self.note, AskNotification):
-            headline = self.content.strings["push_permission"].format(pane=pane)
+            headline = self.strings["push_permission"].format(pane=pane)
         elif isinstance(self.note, PingNotification):
-            headline = self.content.strings["push_test"].format(host=pane)
+            headline = self.strings["push_test"].format(host=pane)
         else:
-            headline = self.content.strings["push_many"].format(host=pane)
+            headline = self.strings["push_many"].format(host=pane)
         return _Texts(headline, cut(self.title, title_max), cut(self.line, line_max), pane)
 
 
@@ -376,7 +385,8 @@ def _apns_forwarded(
     sealed = base64.b64encode(note.body).decode("ascii")
     aps: dict[str, object] = {"content-available": 1}
     if not note.silent:
-        aps = {"alert": {"title": content.strings["push_private"]}, "mutable-content": 1}
+        title = content.words(device)["push_private"]
+        aps = {"alert": {"title": title}, "mutable-content": 1}
         aps["sound"] = "default"
     body = _json({"aps": aps, "collie": {"w": sealed}})
     expiry = now + note.ttl if note.ttl > 0 else None
@@ -404,11 +414,12 @@ def _apns_alert(
     """
     cid = collapse_id(note, device.key)
     private = device.key is not None
+    strings = content.words(device)
 
     def build(texts: _Texts) -> bytes:
         aps: dict[str, object] = {"sound": "default", "thread-id": cid}
         if private:
-            aps["alert"] = {"title": content.strings["push_private"]}
+            aps["alert"] = {"title": strings["push_private"]}
             aps["mutable-content"] = 1
             return _json({"aps": aps, "collie": {"e": _envelope(device, note, texts)}})
         alert = {"title": texts.headline}
@@ -419,7 +430,7 @@ def _apns_alert(
         aps["alert"] = alert
         return _json({"aps": aps, "collie": _ids(note)})
 
-    body = build(_fit(_Source(note, content), build, APNS_MAX_PAYLOAD))
+    body = build(_fit(_Source(note, content, strings), build, APNS_MAX_PAYLOAD))
     headers = _apns_headers(topic, _expiry(note, content, now), silent=False)
     headers["apns-collapse-id"] = cid
     return ApnsRequest(f"/3/device/{device.token}", headers, body)
@@ -482,10 +493,11 @@ def _fcm_alert(
     cid = collapse_id(note, device.key)
     private = device.key is not None
     parts: dict[str, dict[str, str]] = {}
+    strings = content.words(device)
 
     def build(texts: _Texts) -> bytes:
         if private:
-            notification = {"title": content.strings["push_private"]}
+            notification = {"title": strings["push_private"]}
             data = {"e": _envelope(device, note, texts)}
         else:
             notification = {"title": texts.headline}
@@ -496,7 +508,7 @@ def _fcm_alert(
         parts["notification"], parts["data"] = notification, data
         return _json(notification) + _json(data)
 
-    build(_fit(_Source(note, content), build, FCM_MAX_PAYLOAD))
+    build(_fit(_Source(note, content, strings), build, FCM_MAX_PAYLOAD))
     expiry = _expiry(note, content, now)
     ttl = max(0, math.ceil(expiry - now)) if expiry is not None else 0
     return {
@@ -557,9 +569,11 @@ def webpush_message(
         plain = _checked(_json(inner), WEBPUSH_MAX_PLAINTEXT)
         return WebPushMessage(plain, ttl, Urgency.LOW, key)
 
+    strings = content.words(device)
+
     def build(texts: _Texts) -> bytes:
         if device.key is not None:
-            title = content.strings["push_private"]
+            title = strings["push_private"]
             return _json(
                 {"v": ENVELOPE_VERSION, "type": "private", "tag": cid, "title": title,
                  "e": _envelope(device, note, texts)}
@@ -568,5 +582,5 @@ def webpush_message(
         shown = {"v": ENVELOPE_VERSION, **_ids(note), "tag": cid, "title": texts.headline}
         return _json({**shown, "body": body})
 
-    plain = build(_fit(_Source(note, content), build, WEBPUSH_MAX_PLAINTEXT))
+    plain = build(_fit(_Source(note, content, strings), build, WEBPUSH_MAX_PLAINTEXT))
     return WebPushMessage(plain, ttl, Urgency.HIGH, key)

@@ -15,28 +15,55 @@ from wire.messages import Ask
 RECEIPTS: Final = {"expired": "receipt_expired", "decided": "receipt_decided"}
 
 
+#: The catalogue keys a note's words may be, and the kind of note each makes.
+NOTE_WORDS: Final = {
+    "receipt_expired": "receipt",
+    "receipt_decided": "receipt",
+    "chat_stopped": "stopped",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Note:
-    """A line the gateway adds: a receipt (R3) or the "stopped" note (C3)."""
+    """A line the gateway adds: a receipt (R3) or the "stopped" note (C3).
+
+    ``words``, when set, is the catalogue key of the gateway's words, drawn in the phone's
+    language before ``text`` (then only the ask's title, or empty); a note without it (stored
+    by an older gateway) reads ``text`` as it is.
+    """
 
     kind: str  # "receipt" | "stopped"
     text: str
     at: datetime
     after_item: str | None  # the item it follows (None: before every item)
+    words: str | None = None
+
+    def shown(self, catalogue: Catalogue) -> str:
+        """The note's text in ``catalogue``'s language."""
+        if self.words is None:
+            return self.text
+        return f"{catalogue[self.words]} {self.text}".strip()
 
 
-def receipt_text(
-    how: str, ask: Ask, tapped: bool, catalogue: Catalogue, redact: Callable[[str], str]
-) -> str | None:
-    """The receipt line for an ask that closed ``how`` (R3, R4), or None: only an ask that
-    expired or was decided in the agent without any tap of the person's gets one."""
+def receipt_note(
+    how: str,
+    ask: Ask,
+    tapped: bool,
+    redact: Callable[[str], str],
+    at: datetime,
+    after_item: str | None,
+) -> Note | None:
+    """The receipt for an ask that closed ``how`` (R3, R4), or None: only an ask that
+    expired or was decided in the agent without any tap of the person's gets one. Its words
+    are drawn in each phone's language; its text is the ask's title."""
     key = RECEIPTS.get(how)
     if key is None or tapped:
         return None
     title = clean(ask.title or ask.text, TITLE_LIMIT, redact=redact).text
-    return f"{catalogue[key]} {title}"
+    return Note(kind="receipt", text=title, at=at, after_item=after_item, words=key)
 
 
-def note_json(note: Note) -> dict[str, object]:
-    """A note as the phone's live stream carries it."""
-    return {"kind": note.kind, "text": note.text, "at": note.at, "after_item": note.after_item}
+def note_json(note: Note, catalogue: Catalogue) -> dict[str, object]:
+    """A note as the phone's live stream carries it, in ``catalogue``'s language."""
+    text = note.shown(catalogue)
+    return {"kind": note.kind, "text": text, "at": note.at, "after_item": note.after_item}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -36,6 +36,18 @@ _PASSWORD_KEYS: Final = frozenset({"pass", "password", "passwd", "passphrase", "
 _WORD = r"(?:[A-Za-z][a-z]*|[A-Z]+|(?:[A-Z][a-z]+)+)"
 _WORDS = re.compile(rf"{_WORD}(?:[-_. ]+{_WORD})*")
 _PLACEHOLDER = re.compile(r"x{3}|\*{3}|\.{3}|\$\{|\{\{|%\(|<|your[-_]|example|redacted", re.I)
+# A token whose random part holds these is a documented placeholder (sk_test_xxxx…, ghp_…),
+# not a key: four x or X in a row come by chance about once in a million random characters.
+_FILLER = re.compile(r"[xX]{4}|\.{3}|…")
+# A shell, CI or Windows variable stands for a secret and is none (Bearer $OPENAI_API_KEY).
+_VARIABLE = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*|\$\{[^}\s]*\}|%[A-Za-z_][A-Za-z0-9_]*%")
+# Passwords of documentation and local defaults (postgres://user:password@localhost/db,
+# Docker Hub's mysecretpassword, GitHub's x-oauth-basic); a password equal to its user name
+# (guest:guest, postgres:postgres) is one too.
+_PLACEHOLDER_PASSWORD = re.compile(
+    r"(?i)(?:my|your)?(?:secret)?(?:password|passwd|pass|pwd|pw|secret|changeme|changeit"
+    r"|example|test|dummy)[0-9]{0,4}|x-oauth-basic"
+)
 # A path or an address given as a value is not itself the secret (a URL password has its rule).
 _NOT_SECRET = re.compile(
     r"(?:~|\.\.?)?/[A-Za-z0-9_./-]*|[A-Za-z][A-Za-z0-9+.-]*://\S*"
@@ -58,7 +70,12 @@ def _mixed(s: str) -> bool:
 
 def _ordinary(s: str) -> bool:
     """Whether a value is words, a placeholder, a path or an address rather than a secret."""
-    return bool(_WORDS.fullmatch(s) or _PLACEHOLDER.search(s) or _NOT_SECRET.fullmatch(s))
+    return bool(
+        _WORDS.fullmatch(s)
+        or _PLACEHOLDER.search(s)
+        or _NOT_SECRET.fullmatch(s)
+        or _VARIABLE.fullmatch(s)
+    )
 
 
 def _random_looking(s: str) -> bool:
@@ -81,23 +98,43 @@ class _Rule:
 
     ``needles``: lower-case strings one of which every match holds; a text holding none is
     not searched (most text holds no secret, and a substring test is far cheaper than a scan).
+    ``start``: for a case-blind pattern, where a match may begin, found in the lower-cased
+    text (a case-blind search tries each position slowly; a case-sensitive one skips ahead).
     """
 
     name: str
     pattern: re.Pattern[str]
     check: Callable[[re.Match[str]], bool] | None = None
     needles: tuple[str, ...] = ()
+    start: re.Pattern[str] | None = None
 
 
 def _generic_check(m: re.Match[str]) -> bool:
     value = _value(m)
     if m.group("kw").lower() not in _PASSWORD_KEYS:
-        return _random_looking(value)
+        # A token with a space is a scheme and a token ("FlyV1 fm2_…"): the token's own
+        # rule masks it, and the scheme stays.
+        return " " not in value.strip() and _random_looking(value)
     # A quoted passphrase of several words is still a password.
     quoted_words = m.group("s_2") is None and " " in value.strip()
     if quoted_words and len(value) >= 6 and not _PLACEHOLDER.search(value):
         return True
     return _password_like(value)
+
+
+_NAME_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def _assignment_check(m: re.Match[str]) -> bool:
+    """The keyword ends a name of at most 40 more characters, not one right after "://";
+    then the value as ``_generic_check``."""
+    text = m.string
+    start = m.start()
+    while start > 0 and text[start - 1] in _NAME_CHARS:
+        start -= 1
+        if m.start() - start > 40:
+            return False
+    return not text.endswith("://", 0, start) and _generic_check(m)
 
 
 def _argument_check(m: re.Match[str]) -> bool:
@@ -108,6 +145,71 @@ def _argument_check(m: re.Match[str]) -> bool:
 def _credential(s: str) -> bool:
     """Whether the password half of ``user:password`` is one (not ``$PASS``, not a gid)."""
     return not s.startswith("$") and _password_like(s)
+
+
+# A port mapping glued to docker's -p (-p3306:3306) on a line naming mysql is no password.
+_PORTS = re.compile(r"[0-9.]*:[0-9.:]+(?:/(?:tcp|udp))?")
+
+
+def _given_password(s: str) -> bool:
+    """Whether the value of a command's password flag is one: any but a variable or a
+    placeholder (after ``sshpass -p`` even a word is the password)."""
+    return (
+        len(s) >= 4
+        and not s.startswith("$")
+        and not _VARIABLE.fullmatch(s)
+        and not _PLACEHOLDER.search(s)
+        and not _PLACEHOLDER_PASSWORD.fullmatch(s)
+    )
+
+
+def _url_password(user: str, password: str) -> bool:
+    """Whether ``password`` in ``scheme://user:password@host`` is a secret, not a placeholder."""
+    return (
+        not _PLACEHOLDER.search(password)
+        and not _PLACEHOLDER_PASSWORD.fullmatch(password)
+        and password != user
+    )
+
+
+def _url_token_user(m: re.Match[str]) -> bool:
+    """A random user name is a key unless a password follows that is the secret: then the
+    user tells which credential it is and stays (only the password is masked)."""
+    password = m.group("p")
+    if password is not None and _url_password(m.group("s"), password):
+        return False
+    return _random_looking(m.group("s"))
+
+
+# An AWS secret access key given after a key word: 40 base64 characters, or their mask (masking
+# repeats to a fixed point, and the id must stay shown on the second round too).
+_AWS_SECRET_AFTER = re.compile(
+    r"(?i)(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?(?:\s*(?::=|=>|[:=])\s*|(?<=key)[ \t]+)[\"']?"
+    rf"(?:[A-Za-z0-9/+=]{{40}}(?![A-Za-z0-9/+=])|{MASK})"
+)
+
+
+def _aws_id_alone(m: re.Match[str]) -> bool:
+    """An AWS access key id is masked unless its secret key follows on its line or the next:
+    then the id tells which key leaked (to rotate it) and only the secret is masked."""
+    text = m.string
+    stop = text.find("\n", m.end())
+    if stop >= 0:
+        stop = text.find("\n", stop + 1)
+    return _AWS_SECRET_AFTER.search(text, m.end(), len(text) if stop < 0 else stop) is None
+
+
+def _fly_token(m: re.Match[str]) -> bool:
+    """A Fly.io macaroon: random, and long unless after its "FlyV1" scheme."""
+    body = m.group(0)[len(m.group("k")) :]
+    after_scheme = m.string.endswith("FlyV1 ", 0, m.start())
+    return (len(body) >= 40 or after_scheme) and _random_looking(body)
+
+
+def _twilio_token(m: re.Match[str]) -> bool:
+    """The account SID starts a word (so not the tail of another hex run)."""
+    start = m.start()
+    return start == 0 or not m.string[start - 1].isalnum()
 
 
 def _prefixed(
@@ -152,6 +254,9 @@ _KEYWORDS = (
     r"|secret[_-]?key|signing[_-]?key|encryption[_-]?key|auth|credentials?"
 )
 
+# Every keyword holds one of these, so a text holding none is not scanned for them.
+_KEYWORD_NEEDLES: Final = ("pass", "pwd", "secret", "token", "key", "auth", "credential")
+
 _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "pem-private-key",
@@ -181,7 +286,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     # sk-ant-api03-, sk-ant-admin01-, sk-ant-oat01-: the kind stays visible.
     _Rule(
         "anthropic",
-        re.compile(_START + r"(?P<k>sk-ant-(?:[a-z]+\d\d-)?)[A-Za-z0-9_-]{20,}"),
+        re.compile(_START + r"(?P<k>sk-ant-(?:(?:api|admin|oat|sid)\d\d-)?)[A-Za-z0-9_-]{20,}"),
         needles=("sk-ant-",),
     ),
     _Rule(
@@ -193,6 +298,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "aws-access-key-id",
         re.compile(_START + r"(?P<k>AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        _aws_id_alone,
         needles=("akia", "asia", "abia", "acca"),
     ),
     # Families after gitleaks' pypi, azure-storage, discord, vault and digitalocean rules.
@@ -242,9 +348,12 @@ _RULES: Final[tuple[_Rule, ...]] = (
         needles=("xapp-",),
     ),
     _Rule(
+        # Only the token: the workspace, channel or workflow ids before it (T…/B…) tell which
+        # webhook leaked.
         "slack-webhook",
         re.compile(
-            r"(?P<k>https://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_+-]{20,}"
+            r"https://hooks\.slack\.com/(?:services|workflows|triggers)/(?:[A-Z0-9]{6,}/){2,3}"
+            r"(?P<s>[A-Za-z0-9_+-]{16,})(?![A-Za-z0-9_+/-])"
         ),
         needles=("hooks.slack.com/",),
     ),
@@ -380,15 +489,95 @@ _RULES: Final[tuple[_Rule, ...]] = (
         needles=("age-secret-key-1",),
     ),
     _prefixed("docker-hub", r"dckr_(?:pat|oat)_", r"[A-Za-z0-9_-]{27,}", ("dckr_",)),
+    # Families found shown in full by an independent set (X1): each names the gitleaks rule
+    # id or the trufflehog detector whose shape it follows.
+    _Rule(
+        # gitleaks okta-access-token, trufflehog okta: "00" and 40 more on a line naming Okta
+        # (after the "SSWS" scheme, any token: the bearer rule).
+        "okta-api-token",
+        re.compile(
+            r"(?i:okta)[^\n]{0,80}?(?<![A-Za-z0-9_-])(?P<s>00[A-Za-z0-9_-]{40})(?![A-Za-z0-9_-])"
+        ),
+        lambda m: _random_looking(m.group("s")),
+        needles=("okta",),
+    ),
+    _Rule(
+        # gitleaks cloudflare-global-api-key, trufflehog cloudflareglobalapikey: 37 hex (no
+        # hash has that length) on a line naming X-Auth-Key, Cloudflare or CF_API_KEY.
+        "cloudflare-global-api-key",
+        re.compile(
+            r"(?i:x-auth-key|cloudflare|(?<![a-z0-9])cf[_-]?api[_-]?key)[^\n]{0,80}?"
+            r"(?<![A-Za-z0-9])(?P<s>[a-f0-9]{37})(?![A-Za-z0-9])"
+        ),
+        needles=("x-auth-key", "cloudflare", "cf_api", "cf-api", "cfapi"),
+    ),
+    # trufflehog supabasetoken's family: Supabase's secret API keys (sb_secret_…).
+    _prefixed("supabase-secret-key", r"sb_secret_", r"[A-Za-z0-9_-]{20,}", ("sb_secret_",)),
+    _prefixed(
+        # gitleaks flyio-access-token: macaroons, one or several joined by commas after "FlyV1".
+        "flyio-access-token",
+        r"fm2_|fm1[ar]_",
+        r"[A-Za-z0-9+/]{20,}={0,3}(?:,fm(?:2|1[ar])_[A-Za-z0-9+/]{40,}={0,3})*",
+        ("fm2_", "fm1"),
+        _fly_token,
+    ),
+    _prefixed(
+        # trufflehog render: rnd_ and 32 (here 24–40) letters and digits, anywhere (a
+        # positional argument has no key name beside it).
+        "render-api-key",
+        r"rnd_",
+        r"[A-Za-z0-9]{24,40}(?![A-Za-z0-9])",
+        ("rnd_",),
+        lambda m: _random_looking(m.group(0)[4:]),
+    ),
+    _Rule(
+        # trufflehog twilio: an account SID (AC and 32 hex), then the auth token as the next
+        # argument, Client("AC…", "…"). The SID stays (it tells which account).
+        "twilio-auth-token",
+        re.compile(
+            r"AC[0-9a-f]{32}[\"']?[ \t]*,[ \t]*(?:\r?\n[ \t]*)?[\"']?"
+            r"(?P<s>[0-9a-f]{32})(?![A-Za-z0-9])"
+        ),
+        _twilio_token,
+    ),
+    _Rule(
+        # trufflehog discordwebhook: the token after the webhook's id; the id stays.
+        "discord-webhook",
+        re.compile(
+            r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api(?:/v[0-9]+)?/webhooks/"
+            r"[0-9]{17,20}/(?P<s>[A-Za-z0-9_-]{60,80})(?![A-Za-z0-9_-])"
+        ),
+        needles=("/webhooks/",),
+    ),
+    _Rule(
+        # mysql -pPASSWORD: the password glued to "-p" ("-p" alone asks for it; "-P" is the
+        # port). gitleaks and trufflehog have no rule of this shape; it follows gitleaks'
+        # curl-auth-user (a command's own password argument).
+        "mysql-password-flag",
+        re.compile(
+            r"(?i:(?<![A-Za-z0-9_-])(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump))"
+            rf"(?![A-Za-z0-9_-])[^\n]{{0,160}}?(?<![^\s])-p{_quoted_or_bare('s')}"
+        ),
+        lambda m: _given_password(_value(m)) and not _PORTS.fullmatch(_value(m)),
+        needles=("mysql", "mariadb"),
+    ),
+    _Rule(
+        # sshpass -p PASSWORD (or -pPASSWORD): whatever follows is the password, even a word.
+        # As gitleaks' curl-auth-user; no gitleaks or trufflehog rule has this shape.
+        "sshpass-password",
+        re.compile(rf"\bsshpass\b[^\n]{{0,40}}?(?<![^\s])-p[ \t]*{_quoted_or_bare('s')}"),
+        lambda m: _given_password(_value(m)),
+        needles=("sshpass",),
+    ),
     _Rule(
         # scheme://TOKEN@host: a random user with no password is a key (Sentry DSNs, tokens
         # in git remotes); a name ("alice", "x-access-token") is not.
         "url-token-user",
         re.compile(
             r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://(?P<s>[A-Za-z0-9_-]{20,})"
-            r"(?=(?::[^\s/?#@•]*)?@[A-Za-z0-9\[])"
+            r"(?=(?::(?P<p>[^\s/?#@•]*))?@[A-Za-z0-9\[])"
         ),
-        lambda m: _random_looking(m.group("s")),
+        _url_token_user,
         needles=("://",),
     ),
     _Rule(
@@ -406,30 +595,35 @@ _RULES: Final[tuple[_Rule, ...]] = (
         # scheme://user:PASSWORD@host — only the password; it may hold a raw "@".
         "url-password",
         re.compile(
-            r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@?#•]*:"
+            r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://(?P<u>[^\s:/@?#•]*):"
             r"(?P<s>[^\s/?#•]+)@(?=[A-Za-z0-9\[])"
         ),
-        lambda m: not _PLACEHOLDER.search(m.group("s")),
+        lambda m: _url_password(m.group("u"), m.group("s")),
         needles=("://",),
     ),
     _Rule(
         "authorization-header",
         re.compile(
-            r"(?i)authorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest)\s+"
+            r"(?i)authorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest|ssws)\s+"
             rf"(?P<s>{_VALUE}{{8,}}){_VALUE_END}"
         ),
+        lambda m: not _VARIABLE.fullmatch(m.group("s")) and not _PLACEHOLDER.search(m.group("s")),
         needles=("authorization",),
     ),
     _Rule(
+        # Bearer, and Okta's SSWS scheme (gitleaks okta-access-token, trufflehog okta): the
+        # scheme stays, the token after it is masked.
         "bearer",
-        re.compile(rf"(?i){_START}bearer\s+(?P<s>{_VALUE}{{12,}}){_VALUE_END}"),
+        re.compile(rf"(?i){_START}(?:bearer|ssws)\s+(?P<s>{_VALUE}{{12,}}){_VALUE_END}"),
         lambda m: _random_looking(m.group("s")),
-        needles=("bearer",),
+        needles=("bearer", "ssws"),
     ),
     _value_rule(
         "aws-secret-access-key",
-        r"(?i)aws[A-Za-z0-9_.-]{0,20}?(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?\s*(?::=|=>|[:=])"
-        r"\s*(?:\"(?P<s>[A-Za-z0-9/+=]{40})\"|'(?P<s_1>[A-Za-z0-9/+=]{40})'"
+        # "aws configure set aws_secret_access_key VALUE": a space may follow a name in "key".
+        r"(?i)aws[A-Za-z0-9_.-]{0,20}?(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?"
+        r"(?:\s*(?::=|=>|[:=])\s*|(?<=key)[ \t]+)"
+        r"(?:\"(?P<s>[A-Za-z0-9/+=]{40})\"|'(?P<s_1>[A-Za-z0-9/+=]{40})'"
         r"|(?P<s_2>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=]))",
         lambda v: _entropy(v) >= 3.0,
         ("aws",),
@@ -442,6 +636,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         ),
         _argument_check,
         needles=("--",),
+        start=re.compile("--"),
     ),
     _Rule(
         # "-p" is a password only after "login" (docker login, az login); elsewhere a port.
@@ -455,13 +650,40 @@ _RULES: Final[tuple[_Rule, ...]] = (
         # keyword; the value must look like a password or a random token, not a word.
         "generic-assignment",
         re.compile(
-            r"(?i)(?<![A-Za-z0-9_.-])(?<!://)[A-Za-z0-9_.-]{0,40}?"
+            # The search starts at the keyword (far cheaper than at every name's start);
+            # ``_assignment_check`` looks at the name before it.
             # "key:value" needs a space or quote after ":" (else it reads as an ARN or a URL).
-            rf"(?P<kw>{_KEYWORDS})s?[\"']?\s*(?::=|=>|=|:(?=[\s\"'`]))\s*{_quoted_or_bare('s')}"
+            rf"(?i)(?P<kw>{_KEYWORDS})s?[\"']?\s*(?::=|=>|=|:(?=[\s\"'`]))\s*{_quoted_or_bare('s')}"
         ),
-        _generic_check,
+        _assignment_check,
+        needles=_KEYWORD_NEEDLES,
+        start=re.compile(_KEYWORDS),
     ),
 )
+
+
+def _documented(rule: _Rule, text: str, start: int, end: int) -> bool:
+    """Whether a match is a provider's documented example (AKIAIOSFODNN7EXAMPLE) or a
+    placeholder of filler (sk_test_xxxx…): no secret. A private key keeps its mask even with
+    an elision ("...") in its key material."""
+    if _DOCUMENTED in text[start:end]:
+        return True
+    return rule.name != "pem-private-key" and _FILLER.search(text, start, end) is not None
+
+
+def _matches(rule: _Rule, text: str, lower: str) -> Iterator[re.Match[str]]:
+    """``rule.pattern.finditer(text)``, trying only where ``rule.start`` finds a beginning."""
+    if rule.start is None or len(lower) != len(text):  # (lower-casing changed some lengths)
+        yield from rule.pattern.finditer(text)
+        return
+    pos = 0
+    while (begin := rule.start.search(lower, pos)) is not None:
+        m = rule.pattern.match(text, begin.start())
+        if m is None:
+            pos = begin.start() + 1
+        else:
+            yield m
+            pos = max(m.end(), begin.start() + 1)
 
 
 def _spans(text: str) -> list[tuple[int, int, int]]:
@@ -475,7 +697,7 @@ def _spans(text: str) -> list[tuple[int, int, int]]:
         else:
             if rule.needles:
                 continue
-        for m in rule.pattern.finditer(text):
+        for m in _matches(rule, text, lower):
             if rule.check is not None and not rule.check(m):
                 continue
             start, end = m.span()
@@ -483,9 +705,9 @@ def _spans(text: str) -> list[tuple[int, int, int]]:
                 if group in m.re.groupindex and m.group(group) is not None:
                     start, end = m.span(group)
                     break
-            if _DOCUMENTED in text[start:end]:
-                continue  # a provider's documented example (AKIAIOSFODNN7EXAMPLE): no secret
             kept = len(m.group("k")) if "k" in m.re.groupindex else 0
+            if _documented(rule, text, start + kept, end):
+                continue
             found.append((start, end, kept))
     found.sort(key=lambda s: (s[0], -s[1]))
     merged: list[tuple[int, int, int]] = []
@@ -575,17 +797,27 @@ def redactor_from_env(environ: Mapping[str, str]) -> Redactor:
 # is where the value starts.
 _VALUE_NEEDLES: Final = re.compile(
     rf"(?i:(?:{_KEYWORDS})s?[\"']?\s*(?:(?::=|=>|=|:(?=[\s\"'`]))\s*|\Z))"
-    r"|(?i:authorization[\"']?\s*(?:[:=]\s*[\"']?(?:(?:basic|bearer|token|digest)(?:\s+|\Z))?|\Z))"
+    r"|(?i:authorization[\"']?\s*(?:[:=]\s*[\"']?(?:(?:basic|bearer|token|digest|ssws)(?:\s+|\Z))?"
+    r"|\Z))"
     r"|(?i:(?<![A-Za-z0-9])bearer(?:\s+|\Z))"
-    r"|(?i:aws[A-Za-z0-9_.-]{0,20}?(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?\s*"
-    r"(?:(?::=|=>|[:=])\s*|\Z))"
+    r"|(?i:(?<![A-Za-z0-9])ssws(?:\s+|\Z))"
+    r"|(?i:aws[A-Za-z0-9_.-]{0,20}?(?:secret|key)[A-Za-z0-9_.-]{0,20}[\"']?"
+    r"(?:\s*(?::=|=>|[:=])\s*|(?<=key)[ \t]+|\s*\Z))"
     r"|(?i:AccountKey\s*(?:=\s*|\Z))"
     rf"|(?i:(?<![^\s])--[a-z0-9-]{{0,40}}?(?:{_KEYWORDS})(?:\s+|\Z))"  # --password VALUE
     r"|(?i:(?<![^\s])-p(?:\s+|\Z))"  # login … -p VALUE
 )
 # Rules bounded by a line that may span it from a word far before their value (curl … -u,
 # login … -p, Datadog … api key is): a line holding one is not committed before it ends.
-_LINE_WORDS: Final = ("curl", "login", "datadog", "dd_", "dd-", "mailgun")
+_LINE_WORDS: Final = (
+    *("curl", "login", "datadog", "dd_", "dd-", "mailgun", "okta", "x-auth-key", "cloudflare"),
+    *("cf_api", "cf-api", "cfapi", "mysql", "mariadb", "sshpass"),
+)
+# A Twilio account SID: its auth token may follow on its line or the next.
+_TWILIO_SID: Final = re.compile(r"AC[0-9a-f]{32}")
+# An AWS access key id (whether it shows depends on its line and the next: ``_aws_id_alone``)
+# or a Twilio SID: both lines are held until a third begins.
+_TWO_LINES: Final = re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|AC[0-9a-f]{32}")
 # Every rule whose match may hold whitespace, each handled above (by a value needle, a line
 # word or the PEM states): a new one must be added here and there (a test checks the list).
 SPANNING_RULES: Final = frozenset(
@@ -593,7 +825,8 @@ SPANNING_RULES: Final = frozenset(
         *("pem-private-key", "azure-storage-account-key", "datadog", "mailgun"),
         *("url-token-user", "basic-auth-argument", "url-password", "authorization-header"),
         *("bearer", "aws-secret-access-key", "secret-flag", "login-password-flag"),
-        "generic-assignment",
+        *("okta-api-token", "cloudflare-global-api-key", "twilio-auth-token"),
+        *("mysql-password-flag", "sshpass-password", "generic-assignment"),
     }
 )
 # A PEM header: its start, and the whole header of a private key.
@@ -602,9 +835,8 @@ _PEM_HEADER: Final = re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?----
 _PEM_KEY: Final = re.compile(r"(?:\s|\\[nr])*(?:[A-Za-z-]+:|[A-Za-z0-9+/]{8})")
 _PEM_GAP: Final = re.compile(r"(?:\s|\\[nr])*")
 _PEM_END: Final = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
-# What every rule's match holds: the rules' own needles; for the two without, the generic
-# rule's keywords (lower-cased) and a Discord token's run.
-_KEYWORD_NEEDLES: Final = ("pass", "pwd", "secret", "token", "key", "auth", "credential")
+# What every rule's match holds: the rules' own needles; for the two without, a Discord
+# token's run and a Twilio SID (``_may_need_mask``).
 
 
 def _fewest(needles: tuple[str, ...]) -> tuple[str, ...]:
@@ -612,9 +844,7 @@ def _fewest(needles: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(n for n in needles if not any(m != n and m in n for m in needles))
 
 
-_RULE_NEEDLES: Final = _fewest(
-    tuple(dict.fromkeys([*_KEYWORD_NEEDLES, *(n for rule in _RULES for n in rule.needles)]))
-)
+_RULE_NEEDLES: Final = _fewest(tuple(dict.fromkeys(n for rule in _RULES for n in rule.needles)))
 _NEEDLES_BY_FIRST: Final[dict[str, tuple[str, ...]]] = {
     first: tuple(n for n in _RULE_NEEDLES if n[0] == first)
     for first in {n[0] for n in _RULE_NEEDLES}
@@ -631,7 +861,9 @@ def _may_need_mask(text: str) -> bool:
         for needle in _NEEDLES_BY_FIRST[first]:
             if needle in lower:
                 return True
-    return len(text) >= 24 and _DISCORD_RUN.search(text) is not None
+    return len(text) >= 24 and (
+        _DISCORD_RUN.search(text) is not None or _TWILIO_SID.search(text) is not None
+    )
 
 
 _BREAK_CHARS: Final = (" ", "\n", "\t")
@@ -781,7 +1013,12 @@ class LiveMask:
 
 def _open_line(window: str) -> bool:
     """Whether the window's last line with text names a line-bounded rule's word (while the
-    lines after it are blank, its value may still come)."""
+    lines after it are blank, its value may still come), or that line or the one before
+    holds an AWS access key id or a Twilio SID (its secret may still come)."""
     end = len(window.rstrip())
-    line = window[window.rfind("\n", 0, end) + 1 :].lower()
-    return any(word in line for word in _LINE_WORDS)
+    start = window.rfind("\n", 0, end) + 1
+    line = window[start:].lower()
+    if any(word in line for word in _LINE_WORDS):
+        return True
+    before = window[window.rfind("\n", 0, max(start - 1, 0)) + 1 :]
+    return _TWO_LINES.search(before) is not None

@@ -221,6 +221,7 @@ class DeviceRow(msgspec.Struct, kw_only=True):
         environment: `production` or `sandbox` (APNs).
         private: Whether pushes to it are encrypted with its key (private content).
         registered_at: When it registered or last refreshed its token.
+        lang: The language tag its pushes are worded in; null: the gateway's default.
     """
 
     device_id: str
@@ -228,6 +229,7 @@ class DeviceRow(msgspec.Struct, kw_only=True):
     environment: str
     private: bool
     registered_at: Time
+    lang: str | None = None
 
 
 class DeviceList(msgspec.Struct, kw_only=True):

@@ -12,6 +12,7 @@ from collie_gateway.errors import ConfigError
 from collie_gateway.gateway import Gateway
 from collie_gateway.http import routes
 from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING, ROWS, SETTINGS
+from collie_gateway.http.language import LANGUAGES, language_headers
 from collie_gateway.http.responses import json_error
 from collie_gateway.http.webpage import add_web_routes, is_web_path
 from collie_gateway.settings import Settings
@@ -108,6 +109,8 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
         middlewares.append(_auth_middleware(settings.token))
     app = web.Application(middlewares=middlewares, client_max_size=1024 * 1024)
     app[SETTINGS] = settings
+    app[LANGUAGES] = settings.languages
+    app.on_response_prepare.append(language_headers)
 
     async def lifespan(app: web.Application) -> AsyncIterator[None]:
         gw = gateway if gateway is not None else await Gateway.open(settings)
@@ -121,5 +124,5 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
     app.cleanup_ctx.append(lifespan)
     app.on_shutdown.append(_stopping)
     routes.add_routes(app)
-    add_web_routes(app, settings.catalogue)
+    add_web_routes(app)
     return app

@@ -18,6 +18,7 @@ from aiohttp import web
 from collie_gateway.core.answers import TapOutcome, tap_state
 from collie_gateway.errors import AgentUnreachable
 from collie_gateway.http.keys import BUS, CREW, SETTINGS
+from collie_gateway.http.language import words
 from collie_gateway.http.responses import http_error, json_error
 from collie_gateway.services.crew import (
     CREW_VERSION,
@@ -66,7 +67,7 @@ def crew_refusal(request: web.Request) -> str | None:
     """On a member that takes no answers given on a lead (``--no-crew-answers``): T1's last
     row for an answer a lead sent on; else None. Nothing is recorded or sent."""
     if LEAD_HEADER in request.headers and not request.app[SETTINGS].crew_answers:
-        return request.app[SETTINGS].catalogue["t_older_collie"]
+        return words(request)["t_older_collie"]
     return None
 
 
@@ -87,7 +88,7 @@ def _tail(request: web.Request) -> str:
 
 
 def _card(request: web.Request, request_id: str, outcome: TapOutcome, reason: str | None) -> Any:
-    line = outcome_line(tap_state(outcome, request_id, reason), request.app[SETTINGS].catalogue)
+    line = outcome_line(tap_state(outcome, request_id, reason), words(request))
     return {
         "request_id": request_id,
         "outcome": outcome.value,
@@ -109,7 +110,7 @@ async def member_answer(request: web.Request) -> web.Response:
         body = msgspec.json.decode(raw, type=CrewAnswer)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         return json_error(400, "bad_request", str(exc))
-    cat = request.app[SETTINGS].catalogue
+    cat = words(request)
     if link.info_read and not link.takes_answers:
         return _json(_card(request, body.request_id, TapOutcome.REFUSED, cat["t_older_collie"]))
     if not link.info_read:
@@ -118,7 +119,9 @@ async def member_answer(request: web.Request) -> web.Response:
     try:
         # The member waits for its agent up to its own request timeout: wait longer.
         seconds = 2 * link.timing.request + link.timing.connect
-        status, answer = await link.forward("POST", _tail(request), raw, seconds=seconds)
+        status, answer = await link.forward(
+            "POST", _tail(request), raw, seconds=seconds, lang=cat.lang
+        )
     except AgentUnreachable:
         return _json(_card(request, body.request_id, TapOutcome.UNCERTAIN, None))
     except Unauthorized:
@@ -163,10 +166,10 @@ async def _member_proxy(request: web.Request) -> web.Response:
     tail = _tail(request)
     if not tail.startswith(_REACHABLE):
         return json_error(404, "not_found", "not reachable through the lead")
-    cat = request.app[SETTINGS].catalogue
+    cat = words(request)
     body = await request.read() if request.method == "POST" else None
     try:
-        status, answer = await link.forward(request.method, tail, body)
+        status, answer = await link.forward(request.method, tail, body, lang=cat.lang)
     except Unauthorized:
         message = cat.fmt("crew_unauthorized", machine=link.name)
         return json_error(502, "member_unauthorized", message)

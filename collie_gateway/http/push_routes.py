@@ -1,4 +1,4 @@
-"""Push routes beside the devices (issue 22): the gateway's VAPID key for Web Push, push
+"""Push routes beside the devices: the gateway's VAPID key for Web Push, push
 health, and a test notification to one device. Registered from ``routes.PUSH_ROUTES``."""
 
 from __future__ import annotations

@@ -16,7 +16,13 @@ from aiohttp import web
 
 from collie_gateway.core.answers import Record, TapOutcome, tap_state
 from collie_gateway.core.mirror import LinkState
-from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit, BadCursor
+from collie_gateway.errors import (
+    AgentRejected,
+    AgentUnreachable,
+    AnswerMisfit,
+    BadCursor,
+    VersionRefused,
+)
 from collie_gateway.http.api import (
     EVENTS,
     AgentHome,
@@ -46,6 +52,7 @@ from collie_gateway.http.crew_routes import (
     member_read,
 )
 from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING, ROWS, SETTINGS
+from collie_gateway.http.language import named_language, stream_language, words
 from collie_gateway.http.openapi import Param, Route, flag_param, openapi_document
 from collie_gateway.http.push_routes import PUSH_ROUTES
 from collie_gateway.http.responses import encoded, http_error, json_error
@@ -61,6 +68,7 @@ from collie_gateway.views.listing import ConversationList
 from collie_gateway.views.text import LABEL_LIMIT, TITLE_LIMIT, clean
 from wire.errors import RemoteWireError
 from wire.messages import (
+    WIRE_VERSION,
     Answer,
     CommandResult,
     Id,
@@ -105,13 +113,13 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def strings(request: web.Request) -> web.Response:
     """The catalogue with ``--strings`` applied: every word a client draws."""
-    return encoded(Strings(strings=request.app[SETTINGS].catalogue.texts()))
+    return encoded(Strings(strings=words(request).texts()))
 
 
 async def dashboard(request: web.Request) -> web.Response:
     """D1–D10: the dashboard's sections."""
     pending_only = flag(request, "pending_only")
-    return encoded(request.app[ROWS].dashboard(pending_only=pending_only))
+    return encoded(request.app[ROWS].dashboard(pending_only=pending_only, catalogue=words(request)))
 
 
 async def agent_home(request: web.Request) -> web.Response:
@@ -121,8 +129,8 @@ async def agent_home(request: web.Request) -> web.Response:
     mirror = agents.mirrors.get(name)
     if mirror is None:
         return json_error(404, "not_found", f"no durable agent named {name!r}")
-    cat = request.app[SETTINGS].catalogue
-    warning = agents.version_warning(name)
+    cat = words(request)
+    warning = agents.version_warning(name, cat)
     hello = mirror.hello
     # The link's reason names exceptions and addresses: the log has it, the phone reads words.
     reason = cat["error_no_answer"] if mirror.state is LinkState.UNREACHABLE else None
@@ -157,7 +165,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
     screen = request.query.get("screen") or None
     stream_id = "s-" + secrets.token_hex(8)
-    sub, replay = bus.subscribe(last)
+    sub, replay = bus.subscribe(last, stream_language(request))
     resp = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -174,7 +182,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         if replay is None:
             await resp.write(PhoneEvent(bus.last_id, "reset", b"{}").frame)
         elif replay:
-            await resp.write(b"".join(event.frame for event in replay))
+            await resp.write(b"".join(event.frame_in(sub.lang) for event in replay))
         pinger = _Pinger(sub)
         while True:
             if sub.overflowed:
@@ -348,7 +356,8 @@ async def conversation_list(request: web.Request) -> web.Response:
     """L1–L8: a visit reads the closed rows from the agent; ``poll=true`` never does (L5)."""
     agent = agent_of(request)
     chats = request.app[CHATS]
-    view = chats.build(agent) if flag(request, "poll") else await chats.visit(agent)
+    cat = words(request)
+    view = chats.build(agent, cat) if flag(request, "poll") else await chats.visit(agent, cat)
     view.event_id = request.app[BUS].last_id  # subscribe after it: nothing twice
     return encoded(view)
 
@@ -360,7 +369,7 @@ async def closed_page(request: web.Request) -> web.Response:
     if not cursor:
         return json_error(400, "bad_request", "cursor is required")
     try:
-        return encoded(await request.app[CHATS].closed_page(agent, cursor))
+        return encoded(await request.app[CHATS].closed_page(agent, cursor, words(request)))
     except BadCursor:
         return json_error(
             400,
@@ -374,10 +383,13 @@ async def chat(request: web.Request) -> web.Response:
     agent = agent_of(request)
     bus = request.app[BUS]
     chats = request.app[CHATS]
-    cat = request.app[SETTINGS].catalogue
+    cat = words(request)
     try:
         view = await chats.open_chat(
-            agent, request.match_info["conversation"], show_all=flag(request, "all_cards")
+            agent,
+            request.match_info["conversation"],
+            show_all=flag(request, "all_cards"),
+            catalogue=cat,
         )
     except AgentRejected as exc:
         if exc.status == 404:
@@ -396,6 +408,8 @@ def phone_reason(exc: Exception, cat: Catalogue, doing: str) -> str:
     exception's name or an address (those go to the log). An agent's own sentence in an
     error body (wire §13) is the agent's text, shown cleaned."""
     log.info("%s failed: %s: %s", doing, type(exc).__name__, exc)
+    if isinstance(exc, VersionRefused):  # R5's words, in the phone's language
+        return cat.fmt("version_mismatch", theirs=exc.theirs, ours=WIRE_VERSION)
     if isinstance(exc, AgentRejected):
         if exc.code and str(exc):
             return clean(str(exc), TITLE_LIMIT).text
@@ -440,7 +454,7 @@ async def _run_command(
 ) -> web.Response:
     """Send a command; ``not_found`` is the message for that outcome (else the agent's word)."""
     agents = request.app[AGENTS]
-    cat = request.app[SETTINGS].catalogue
+    cat = words(request)
     if not declared(request, agent, feature):
         return unsupported(cat)
     try:
@@ -464,7 +478,7 @@ async def send_message(request: web.Request) -> web.Response:
     agent = agent_of(request)
     agents = request.app[AGENTS]
     chats = request.app[CHATS]
-    cat = request.app[SETTINGS].catalogue
+    cat = words(request)
     body = await body_of(request, PhoneMessage)
     conv_id = request.match_info["conversation"]
     if body.steer and not declared(request, agent, "steer"):
@@ -548,7 +562,7 @@ async def new_page(request: web.Request) -> web.Response:
     """N1–N3: the New page with the agent's starters, read from the agent."""
     agent = agent_of(request)
     agents = request.app[AGENTS]
-    cat = request.app[SETTINGS].catalogue
+    cat = words(request)
     mirror = agents.mirrors[agent]
     starters: list[Starter] = []
     error = None
@@ -581,7 +595,7 @@ async def start_conversation(request: web.Request) -> web.Response:
     agent = agent_of(request)
     body = await body_of(request, PhoneStart)
     wire_body = StartConversation(request_id=body.request_id, starter=body.starter)
-    missing = request.app[SETTINGS].catalogue.fmt(
+    missing = words(request).fmt(
         "no_starter", starter=clean(body.starter, LABEL_LIMIT).text
     )
     return await _run_command(
@@ -602,7 +616,12 @@ async def answer_ask(request: web.Request) -> web.Response:
         return encoded(_answer_view(request, body.request_id, TapOutcome.REFUSED, refused, None))
     try:
         result = await answers.answer(
-            agent, request.match_info["ask"], body.request_id, body.version, body.answer
+            agent,
+            request.match_info["ask"],
+            body.request_id,
+            body.version,
+            body.answer,
+            catalogue=words(request),
         )
     except AnswerMisfit as exc:
         return json_error(400, "bad_request", str(exc))  # nothing sent, nothing recorded
@@ -629,7 +648,7 @@ def _answer_view(
     record: Record | None,
 ) -> AnswerView:
     state = tap_state(outcome, request_id, reason, record)
-    line = outcome_line(state, request.app[SETTINGS].catalogue)
+    line = outcome_line(state, words(request))
     return AnswerView(
         request_id=request_id,
         outcome=outcome,
@@ -647,7 +666,7 @@ async def register_device(request: web.Request) -> web.Response:
     or endpoint, the same id."""
     body = await body_of(request, DeviceIn)
     try:
-        device_id = await request.app[PUSHING].register(body)
+        device_id = await request.app[PUSHING].register(body, named_language(request))
     except DeviceError as exc:
         return json_error(400, "bad_request", str(exc))
     return encoded(DeviceRegistered(device_id=device_id))
@@ -672,6 +691,7 @@ async def list_devices(request: web.Request) -> web.Response:
                     environment=d.environment.value,
                     private=d.key is not None,
                     registered_at=datetime.fromtimestamp(d.registered_at, UTC),
+                    lang=d.lang,
                 )
                 for d in devices
             ]

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from collie_gateway.core.mirror import AgentMirror, LinkState
 from collie_gateway.core.reconnect import LinkTiming
-from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.errors import AgentUnreachable, VersionRefused
 from collie_gateway.services.links import AgentClient, AgentLink, Fetched, LinkListener, expect
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
@@ -46,23 +46,25 @@ class Agents:
         """The agent's mirror (``KeyError`` for an agent not in the sources)."""
         return self.mirrors[agent]
 
-    def version_warning(self, agent: str) -> str | None:
-        """R5's box for an agent refused for its wire version, else None."""
+    def version_warning(self, agent: str, catalogue: Catalogue | None = None) -> str | None:
+        """R5's box for an agent refused for its wire version, in ``catalogue``'s language
+        (default: the default's), else None."""
         mirror = self.mirrors[agent]
         if mirror.wire is None or mirror.wire == WIRE_VERSION:
             return None
-        return self.catalogue.fmt("version_mismatch", theirs=mirror.wire, ours=WIRE_VERSION)
+        cat = catalogue or self.catalogue
+        return cat.fmt("version_mismatch", theirs=mirror.wire, ours=WIRE_VERSION)
 
     def client(self, agent: str) -> AgentClient:
         """The agent's HTTP client, for an agent that speaks wire v1.
 
         Raises:
-            AgentRejected: the agent speaks another wire version (V1: nothing is sent).
+            VersionRefused: the agent speaks another wire version (V1: nothing is sent).
             AgentUnreachable: the link has not read the agent's hello in this run yet.
         """
         warning = self.version_warning(agent)
         if warning is not None:
-            raise AgentRejected(warning, status=0, code="version_mismatch")
+            raise VersionRefused(warning, int(self.mirrors[agent].wire or 0))
         if self.mirrors[agent].state is LinkState.STARTING:
             # This run has not read the agent's hello yet: its stored wire version may be stale
             # (V1). Nothing is sent; a tap stays pending and goes once the link is ready.

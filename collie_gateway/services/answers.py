@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime
+from typing import Protocol
 from urllib.parse import quote
 
 import msgspec
@@ -20,19 +21,39 @@ import msgspec
 from collie_gateway.core.answers import CardState, Outcome, Record, Tap, card_state
 from collie_gateway.core.refusal import misfit_reason, refusal
 from collie_gateway.errors import AgentRejected, AgentUnreachable, AnswerMisfit
-from collie_gateway.services.agents import Agents
 from collie_gateway.services.answering import Answering, Result
-from collie_gateway.services.links import Fetched, expect
+from collie_gateway.services.links import AgentClient, Fetched, expect
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.cards import card_facts
-from wire.messages import Answer, AskResolved, Reply, ReplyResult, decode
+from wire.messages import Answer, Ask, AskResolved, Reply, ReplyResult, decode
 
 log = logging.getLogger(__name__)
 
 ANSWER_GRACE = 0.5  # ours: at a stop, answers on their way get this long to settle
 
 _encoder = msgspec.json.Encoder()
+
+
+class AgentCalls(Protocol):
+    """What the answer path needs of the agents (``services/agents.py``)."""
+
+    def find_ask(self, agent: str, ask_id: str) -> Ask | None:
+        """The open ask, as mirrored."""
+        ...
+
+    def version_warning(self, agent: str, catalogue: Catalogue | None = None) -> str | None:
+        """R5's box for an agent refused for its wire version (in ``catalogue``'s language),
+        else None."""
+        ...
+
+    def client(self, agent: str) -> AgentClient:
+        """The agent's HTTP client (raises when nothing may be sent)."""
+        ...
+
+    def ready(self) -> list[str]:
+        """The agents whose link is ready now."""
+        ...
 
 
 class CardStates:
@@ -62,7 +83,7 @@ class Answers:
 
     def __init__(
         self,
-        agents: Agents,
+        agents: AgentCalls,
         ledger: Answering,
         catalogue: Catalogue,
         clock: Callable[[], datetime],
@@ -79,29 +100,37 @@ class Answers:
         self._replies: set[asyncio.Future[Fetched]] = set()  # answers on their way
 
     async def answer(
-        self, agent: str, ask_id: str, request_id: str, version: int, answer: Answer
+        self,
+        agent: str,
+        ask_id: str,
+        request_id: str,
+        version: int,
+        answer: Answer,
+        catalogue: Catalogue | None = None,
     ) -> Result:
-        """Take one tap: record, claim, send once, settle (spec T1).
+        """Take one tap: record, claim, send once, settle (spec T1). Collie's own reasons
+        are worded in ``catalogue``'s language (default: the default's).
 
         Raises:
             AnswerMisfit: the answer does not fit the mirrored ask (wire §8); nothing was
                 recorded or sent.
         """
+        cat = catalogue or self.catalogue
         tap = Tap(request_id, agent, ask_id, version, _encoder.encode(answer))
         ask = self.agents.find_ask(agent, ask_id)
-        card = None if ask is None else card_facts(ask, self.catalogue, self.redact)
-        refused = self.agents.version_warning(agent) or refusal(
-            ask, version, answer, self.catalogue, card
+        card = None if ask is None else card_facts(ask, cat, self.redact)
+        refused = self.agents.version_warning(agent, cat) or refusal(
+            ask, version, answer, cat, card
         )
         if refused is None:
-            misfit = misfit_reason(ask, version, answer, self.catalogue, self.clock())
+            misfit = misfit_reason(ask, version, answer, cat, self.clock())
             if misfit is not None:
                 raise AnswerMisfit(misfit)
             result = await self.ledger.tap(tap, lambda t: self._send(t, answer))
         else:
             result = await self.ledger.refuse(tap, refused)  # nothing is sent
         if result.conflict:
-            reason = self.catalogue["refused_conflict"]
+            reason = cat["refused_conflict"]
             return Result(Outcome.REFUSED, reason, request_id, True, result.record)
         return self._remember(tap, result)
 

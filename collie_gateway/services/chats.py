@@ -27,7 +27,7 @@ from collie_gateway.services.links import AgentClient
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.tasks import Spawn
 from collie_gateway.store.notes import NotesRepo
-from collie_gateway.strings import Catalogue
+from collie_gateway.strings import Catalogue, Catalogues
 from collie_gateway.views.cards import build_cards
 from collie_gateway.views.chat import (
     CHAT_TEXT_LIMIT,
@@ -79,8 +79,9 @@ class AgentReader(Protocol):
         """The agent's mirror."""
         ...
 
-    def version_warning(self, agent: str) -> str | None:
-        """R5's box for an agent refused for its wire version, else None."""
+    def version_warning(self, agent: str, catalogue: Catalogue | None = None) -> str | None:
+        """R5's box for an agent refused for its wire version (in ``catalogue``'s language),
+        else None."""
         ...
 
     def client(self, agent: str) -> AgentClient:
@@ -90,9 +91,10 @@ class AgentReader(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ChatConfig:
-    """The words, the clock and the masks the chats are drawn with."""
+    """The words (every language; the default's unless a phone asks for another), the clock
+    and the masks the chats are drawn with."""
 
-    catalogue: Catalogue
+    languages: Catalogues
     clock: Callable[[], datetime]
     redact: Callable[[str], str]  # titles and card texts (X1)
     items_mask: Callable[[str], str] | None  # chat items (X1); None: masking is off
@@ -152,7 +154,8 @@ class Chats:
         self.cards = cards
         self.publish = publish
         self.spawn = spawn
-        self.catalogue = config.catalogue
+        self.languages = config.languages
+        self.catalogue = config.languages.default
         self.clock = config.clock
         self.redact = config.redact
         self.items_mask = config.items_mask  # how chat items are masked (X1); None: off
@@ -187,14 +190,14 @@ class Chats:
 
     # --- the list ---------------------------------------------------------------------------
 
-    def _ctx(self, agent: str, now: datetime) -> ListContext:
+    def _ctx(self, agent: str, now: datetime, catalogue: Catalogue | None = None) -> ListContext:
         mirror = self.agents.mirror(agent)
         hello = mirror.hello
         return ListContext(
             agent=agent,
             agent_subtitle=hello.subtitle if hello else None,
             features=hello.features if hello else [],
-            catalogue=self.catalogue,
+            catalogue=catalogue or self.catalogue,
             now=now,
             redact=self.redact,
         )
@@ -203,17 +206,18 @@ class Chats:
         mirror = self.agents.mirror(agent)
         return mirror.wire == 1 and mirror.hello is not None and mirror.hello.has("history")
 
-    async def visit(self, agent: str) -> ConversationList:
+    async def visit(self, agent: str, catalogue: Catalogue | None = None) -> ConversationList:
         """A visit to the list: open rows now, closed rows read from the agent (L5)."""
         if self._asks_history(agent):
             await self.read_closed(agent)
-        return self.build(agent)
+        return self.build(agent, catalogue)
 
-    def build(self, agent: str) -> ConversationList:
-        """The list from what the gateway holds now; no read."""
+    def build(self, agent: str, catalogue: Catalogue | None = None) -> ConversationList:
+        """The list from what the gateway holds now, in ``catalogue``'s language (default:
+        the default's); no read."""
         mirror = self.agents.mirror(agent)
-        ctx = self._ctx(agent, self.clock())
-        warning = self.agents.version_warning(agent)
+        ctx = self._ctx(agent, self.clock(), catalogue)
+        warning = self.agents.version_warning(agent, ctx.catalogue)
         closed = self.closed.get(agent) if self._asks_history(agent) else None
         if closed is None and self._asks_history(agent):
             closed = ClosedRead()  # not read yet (a poll before any visit): no footer
@@ -237,13 +241,15 @@ class Chats:
         kept.drawn = True
         return kept
 
-    async def closed_page(self, agent: str, cursor: str) -> dict[str, object]:
+    async def closed_page(
+        self, agent: str, cursor: str, catalogue: Catalogue | None = None
+    ) -> dict[str, object]:
         """One "Load more" page: the next 100 closed rows and the footer after them.
 
         Raises:
             BadCursor: the agent does not take ``cursor``.
         """
-        ctx = self._ctx(agent, self.clock())
+        ctx = self._ctx(agent, self.clock(), catalogue)
         try:
             page = await self._read_page(agent, cursor)
         except _ReadFailed as exc:
@@ -292,7 +298,7 @@ class Chats:
                     await asyncio.sleep(0.05)  # several open/close events: one read
                     self._read_again.discard(agent)
                     await self.read_closed(agent)
-                    self.publish("list.changed", self.build(agent))
+                    self.publish("list.changed", self.build(agent), self._list_in(agent))
                     if agent not in self._read_again:
                         return
             finally:
@@ -303,7 +309,14 @@ class Chats:
 
     # --- the chat ----------------------------------------------------------------------------
 
-    async def open_chat(self, agent: str, conv_id: str, *, show_all: bool = False) -> Chat:
+    async def open_chat(
+        self,
+        agent: str,
+        conv_id: str,
+        *,
+        show_all: bool = False,
+        catalogue: Catalogue | None = None,
+    ) -> Chat:
         """The chat of one conversation; read from the agent the first time.
 
         Raises:
@@ -318,7 +331,7 @@ class Chats:
         live = self.agents.mirror(agent).conversations.get(conv_id)
         if live is not None:
             state.conv = live
-        return self.view(agent, state, show_all=show_all)
+        return self.view(agent, state, show_all=show_all, catalogue=catalogue)
 
     async def _load(self, agent: str, conv_id: str) -> ChatState:
         key = (agent, conv_id)
@@ -388,14 +401,22 @@ class Chats:
             self._dropped.add(dropped)
         return state
 
-    def view(self, agent: str, state: ChatState, *, show_all: bool = False) -> Chat:
-        """Build the chat as the phone draws it now."""
+    def view(
+        self,
+        agent: str,
+        state: ChatState,
+        *,
+        show_all: bool = False,
+        catalogue: Catalogue | None = None,
+    ) -> Chat:
+        """Build the chat as the phone draws it now, in ``catalogue``'s language (default:
+        the default's)."""
         mirror = self.agents.mirror(agent)
         now = self.clock()
         ctx = ChatContext(
             agent=agent,
             features=mirror.hello.features if mirror.hello else [],
-            catalogue=self.catalogue,
+            catalogue=catalogue or self.catalogue,
             now=now,
             redact=self.redact,
             agent_subtitle=mirror.hello.subtitle if mirror.hello else None,
@@ -470,9 +491,10 @@ class Chats:
             case TurnStopped(turn=turn):
                 note = Note(
                     kind="stopped",
-                    text=self.catalogue["chat_stopped"],
+                    text="",
                     at=now,
                     after_item=self.last_item.get(key),
+                    words="chat_stopped",
                 )
                 self.add_note(agent, cid, f"stop:{turn}", note)
             case ConversationClosed():
@@ -521,8 +543,13 @@ class Chats:
         self._publish_line(key, item, shown)
 
     def _publish_line(self, key: tuple[str, str], item: Item, shown: ShownText) -> None:
-        line = item_line(item, self.catalogue, shown, self.items_mask)
-        self.publish("chat.item", {"agent": key[0], "conversation_id": key[1], "item": line})
+        languages = self.languages
+
+        def worded(cat: Catalogue) -> dict[str, object]:
+            line = item_line(item, cat, shown, self.items_mask)
+            return {"agent": key[0], "conversation_id": key[1], "item": line}
+
+        self.publish("chat.item", worded(self.catalogue), lambda t: worded(languages.get(t)))
 
     def _delta(self, key: tuple[str, str], item_id: str, raw: str) -> None:
         """Text for an item being written: cleaned once; the phones get what it adds."""
@@ -558,6 +585,13 @@ class Chats:
         }
         if shown.cut and not was_cut:
             event["shortened"] = self.catalogue["text_shortened"]
+            languages = self.languages
+            self.publish(
+                "chat.delta",
+                event,
+                lambda t: {**event, "shortened": languages.get(t)["text_shortened"]},
+            )
+            return
         self.publish("chat.delta", event)
 
     # --- after a reset (wire §10 step 4) ----------------------------------------
@@ -608,9 +642,12 @@ class Chats:
         for buffer in self._loading.get((agent, conv_id), ()):
             buffer.append((None, note))
         self.unsaved.setdefault((agent, conv_id), []).append(note)
-        self.publish(
-            "chat.note", {"agent": agent, "conversation_id": conv_id, "note": note_json(note)}
-        )
+        languages = self.languages
+
+        def worded(cat: Catalogue) -> dict[str, object]:
+            return {"agent": agent, "conversation_id": conv_id, "note": note_json(note, cat)}
+
+        self.publish("chat.note", worded(self.catalogue), lambda t: worded(languages.get(t)))
         self.spawn(self._save_note(agent, conv_id, key, note), "note")
 
     async def _save_note(self, agent: str, conv_id: str, key: str, note: Note) -> None:
@@ -657,14 +694,18 @@ class Chats:
         if conv is None:
             self.publish("list.removed", {"agent": agent, "conversation_id": conv_id})
             return
-        ctx = self._ctx(agent, self.clock())
-        self.publish("list.row", {"agent": agent, "row": list_row(conv, ctx)})
+        languages, now = self.languages, self.clock()
+
+        def row(cat: Catalogue) -> dict[str, object]:
+            return {"agent": agent, "row": list_row(conv, self._ctx(agent, now, cat))}
+
+        self.publish("list.row", row(self.catalogue), lambda t: row(languages.get(t)))
         state = self.chats.get((agent, conv_id))
         if state is not None:
-            chat = self.view(agent, state)
-            self.publish(
-                "chat.changed",
-                {
+
+            def changed(cat: Catalogue) -> dict[str, object]:
+                chat = self.view(agent, state, catalogue=cat)
+                return {
                     "agent": agent,
                     "conversation_id": conv_id,
                     "header": chat.header,
@@ -672,8 +713,15 @@ class Chats:
                     "cards": chat.cards,
                     "dots": chat.dots,
                     "turn": chat.turn,
-                },
-            )
+                }
+
+            worded = languages.get
+            self.publish("chat.changed", changed(self.catalogue), lambda t: changed(worded(t)))
+
+    def _list_in(self, agent: str) -> Callable[[str], object]:
+        """The agent's list in the language a tag names (for the live stream)."""
+        languages = self.languages
+        return lambda lang: self.build(agent, languages.get(lang))
 
 
 def _newer(event_id: str | None, snapshot_id: str | None) -> bool:

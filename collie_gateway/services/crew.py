@@ -185,16 +185,25 @@ class MemberLink:
         return info is not None and info.crew >= CREW_VERSION and info.answers
 
     async def forward(
-        self, method: str, path: str, body: bytes | None = None, *, seconds: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        seconds: float | None = None,
+        lang: str | None = None,
     ) -> tuple[int, bytes]:
-        """One request to the member's phone API (``path`` after ``/api/v1/``).
+        """One request to the member's phone API (``path`` after ``/api/v1/``), asked in the
+        phone's language ``lang`` (the member answers in its default language without one).
 
         Raises:
             AgentUnreachable: no answer in time, or the transfer failed.
             Unauthorized: the member refused the lead's token.
         """
         limit = seconds if seconds is not None else self.timing.request
-        headers = {"Content-Type": "application/json"} if body is not None else None
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        if lang is not None:
+            headers["Accept-Language"] = lang
         midway = False
         try:
             async with self.session.request(

@@ -15,34 +15,52 @@ import asyncio
 import contextlib
 import math
 import secrets
-from collections import deque
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import msgspec
 
 _encoder = msgspec.json.Encoder()
 
+#: An event's payload in the language a tag names (for events that carry the phone's words).
+Localize = Callable[[str], object]
 
-#: Tells the phones one event (``PhoneBus.publish``): its type and its JSON payload.
-Publish = Callable[[str, object], object]
+
+class Publish(Protocol):
+    """Tells the phones one event (``PhoneBus.publish``): its type, its JSON payload in the
+    default language and, for an event that carries the phone's words, how to word it in
+    another language."""
+
+    def __call__(
+        self, type_: str, payload: object, localize: Localize | None = None, /
+    ) -> object: ...
 
 
 @dataclass(frozen=True, slots=True)
 class PhoneEvent:
-    """One event on the phone's stream; ``data`` is its JSON."""
+    """One event on the phone's stream; ``data`` is its JSON in the default language, and
+    ``words`` its JSON in each other language phones used when it was published."""
 
     id: str
     type: str
     data: bytes
+    words: Mapping[str, bytes] | None = None
 
     @property
     def frame(self) -> bytes:
         """The event as the stream carries it (``id:``, ``event:``, ``data:``)."""
+        return self.frame_in(None)
+
+    def frame_in(self, lang: str | None) -> bytes:
+        """The event's frame in ``lang`` (None, or a language it was not worded in: the
+        default language)."""
+        data = self.data if lang is None or self.words is None else self.words.get(lang)
         return b"id: %s\nevent: %s\ndata: %s\n\n" % (
             self.id.encode(),
             self.type.encode(),
-            self.data,
+            self.data if data is None else data,
         )
 
 
@@ -51,8 +69,9 @@ class Subscription:
     far behind is reset. :attr:`ready` is set when its frames are due (the bus's frame clock)
     or once the stream is ended."""
 
-    def __init__(self, bus: PhoneBus, limit: int) -> None:
+    def __init__(self, bus: PhoneBus, limit: int, lang: str | None = None) -> None:
         self._bus = bus
+        self.lang = lang  # the phone's language; None: the gateway's default
         self._frames: deque[bytes] = deque()
         self._limit = limit
         self.overflowed = False
@@ -90,7 +109,7 @@ class Subscription:
         return taken
 
     def close(self) -> None:
-        self._bus._subs.discard(self)
+        self._bus._drop(self)
 
 
 class PhoneBus:
@@ -104,6 +123,7 @@ class PhoneBus:
         self._seq = 0
         self._ring: deque[PhoneEvent] = deque(maxlen=ring)
         self._subs: set[Subscription] = set()
+        self._langs: Counter[str] = Counter()  # streams by language, but the default's
         self._ring_size = ring
         self.closed = False
 
@@ -126,14 +146,21 @@ class PhoneBus:
         """The id of the newest event (``<boot>-0`` before any)."""
         return f"{self.boot}-{self._seq}"
 
-    def publish(self, type_: str, payload: object) -> PhoneEvent:
-        """Number, keep and fan out one event."""
+    def publish(self, type_: str, payload: object, localize: Localize | None = None) -> PhoneEvent:
+        """Number, keep and fan out one event; ``localize`` words it in each language a
+        stream uses now (``payload`` is the default language's)."""
         self._seq += 1
-        event = PhoneEvent(f"{self.boot}-{self._seq}", type_, _encoder.encode(payload))
+        words = None
+        if localize is not None and self._langs:
+            words = {lang: _encoder.encode(localize(lang)) for lang in self._langs}
+        event = PhoneEvent(f"{self.boot}-{self._seq}", type_, _encoder.encode(payload), words)
         self._ring.append(event)
         if self._subs:
-            frame = event.frame  # encoded once for every phone
+            frames: dict[str | None, bytes] = {None: event.frame}  # once per language
             for sub in self._subs:
+                frame = frames.get(sub.lang)
+                if frame is None:
+                    frame = frames[sub.lang] = event.frame_in(sub.lang)
                 sub.push(frame)
             if self._timer is None and any(not sub.ready.is_set() for sub in self._subs):
                 self._wake_soon()
@@ -161,13 +188,18 @@ class PhoneBus:
             if sub.pending and not sub.ready.is_set():
                 sub.ready.set()
 
-    def subscribe(self, last_event_id: str | None) -> tuple[Subscription, list[PhoneEvent] | None]:
-        """A new subscription, and the events to replay first (``None``: the phone must reset).
+    def subscribe(
+        self, last_event_id: str | None, lang: str | None = None
+    ) -> tuple[Subscription, list[PhoneEvent] | None]:
+        """A new subscription in ``lang`` (None: the default language), and the events to
+        replay first (``None``: the phone must reset).
 
         No ``last_event_id`` means a fresh phone: nothing to replay.
         """
-        sub = Subscription(self, self._ring_size)
+        sub = Subscription(self, self._ring_size, lang)
         self._subs.add(sub)
+        if lang is not None:
+            self._langs[lang] += 1
         if self.closed:
             sub.end()
         if last_event_id is None:
@@ -188,6 +220,14 @@ class PhoneBus:
         if seq + 1 < oldest:
             return None
         return list(self._ring)[seq + 1 - oldest :]
+
+    def _drop(self, sub: Subscription) -> None:
+        if sub in self._subs:
+            self._subs.discard(sub)
+            if sub.lang is not None:
+                self._langs[sub.lang] -= 1
+                if self._langs[sub.lang] <= 0:
+                    del self._langs[sub.lang]
 
     @property
     def subscribers(self) -> int:

@@ -13,8 +13,9 @@ import base64
 import binascii
 import dataclasses
 import logging
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import msgspec
@@ -26,6 +27,7 @@ from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.targets import PushTargets, TargetsFactory
 from collie_gateway.store.notify import VAPID_KEY, NotifyRepo
 from collie_gateway.store.pushes import LogEntry, Owe, PushesRepo
+from collie_gateway.strings import Catalogues, canonical
 from collie_gateway.views.text import TITLE_LIMIT, clean
 from push import (
     AskNotification,
@@ -77,6 +79,9 @@ class WebPushKeysIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     auth: str
 
 
+_LANGUAGE_TAG = re.compile(r"[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{1,8}){0,4}", re.ASCII)
+
+
 class DeviceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``POST /api/v1/devices``: register (or refresh) a phone's token, or a Web Push
     subscription (``PushSubscription.toJSON()`` plus the provider).
@@ -86,6 +91,8 @@ class DeviceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         token: The provider's push token for this phone (APNs, FCM).
         environment: `production` or `sandbox` (APNs only).
         key: Optional: 32 bytes, base64, to encrypt push content for this device (private content).
+        lang: Optional: the language tag its pushes are worded in (e.g. `it`, `pt-BR`); without
+            it, the language the request's `Accept-Language` names, else the gateway's default.
         endpoint: The subscription's endpoint (Web Push): https, or http on loopback.
         keys: The subscription's keys (Web Push).
         expirationTime: As the browser gives it (ignored).
@@ -95,6 +102,7 @@ class DeviceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     token: str | None = None
     environment: Environment | None = None  # None: the gateway's COLLIE_APNS_ENVIRONMENT
     key: str | None = None  # base64 of the phone's own 32-byte key: private content
+    lang: str | None = None  # the language of its pushes
     endpoint: str | None = None
     keys: WebPushKeysIn | None = None
     expirationTime: float | None = None
@@ -146,6 +154,7 @@ class PushConfig:
     machine: str
     apns_environment: str
     clock: Clock
+    languages: Catalogues = field(default_factory=Catalogues.load)  # the default's: webhooks
 
 
 class Pushing:
@@ -231,12 +240,15 @@ class Pushing:
 
     # --- devices -------------------------------------------------------------------------
 
-    async def register(self, body: DeviceIn) -> str:
-        """Register or refresh a token; the device id (the same for the same token).
+    async def register(self, body: DeviceIn, asked: str | None = None) -> str:
+        """Register or refresh a token; the device id (the same for the same token). Its
+        pushes are worded in ``body.lang``, else ``asked`` (the language its request named),
+        else the default language.
 
         Raises:
-            DeviceError: a malformed token or key.
+            DeviceError: a malformed token, key or language tag.
         """
+        lang = self._language(body.lang) if body.lang is not None else asked
         token, webpush = _token(body)
         if not token or len(token) > 4096:
             raise DeviceError("the token is empty or too long")
@@ -252,7 +264,21 @@ class Pushing:
                 raise DeviceError("the key must be 32 bytes (AES-256)")
         environment = body.environment or Environment(self.config.apns_environment)
         now = self.clock().timestamp()
-        return await self.repo.register(body.provider, token, environment, key, now, webpush)
+        return await self.repo.register(
+            body.provider, token, environment, key, now, lang, webpush
+        )
+
+
+    def _language(self, tag: str) -> str:
+        """A registered language tag as the gateway spells it (``it-IT``: ``it``); a tag of a
+        language it does not speak is kept as given (its pushes read the default language).
+
+        Raises:
+            DeviceError: not a language tag.
+        """
+        if len(tag) > 35 or _LANGUAGE_TAG.fullmatch(tag) is None:
+            raise DeviceError("lang must be a language tag such as it or pt-BR")
+        return canonical(tag, self.config.languages.languages) or tag
 
     async def remove(self, device_id: str) -> bool:
         """Forget a device; whether it was registered."""
@@ -387,7 +413,7 @@ class Pushing:
             self._owed.discard(key)  # set again below if it stays owed
         if plan.webhooks:
             for hook in self.targets.webhooks:
-                self._spawn_hook(hook, key, agent, ask)
+                self._spawn_hook(hook, key, agent, ask, pane)
         if plan.finish:
             if not await self.repo.finish(key):
                 self._owed.add(key)
@@ -517,16 +543,26 @@ class Pushing:
         entry = self._entry(agent, ask, delivery.device_id, delivery.outcome.value, reason)
         await self._write_log(dataclasses.replace(entry, provider_id=delivery.provider_id))
 
-    def _spawn_hook(self, hook: WebhookTarget, key: str, agent: str, ask: Ask) -> None:
-        task = asyncio.create_task(self._webhook(hook, key, agent, ask), name="webhook")
+    def _spawn_hook(
+        self, hook: WebhookTarget, key: str, agent: str, ask: Ask, pane: str | None
+    ) -> None:
+        task = asyncio.create_task(self._webhook(hook, key, agent, ask, pane), name="webhook")
         self._hooks.add(task)
         task.add_done_callback(self._hooks.discard)
 
-    async def _webhook(self, hook: WebhookTarget, key: str, agent: str, ask: Ask) -> None:
+    async def _webhook(
+        self, hook: WebhookTarget, key: str, agent: str, ask: Ask, pane: str | None
+    ) -> None:
         # Every text of the ask leaves the machine masked (X1): option labels, form field
         # labels and the labels of a select's options too.
         shown = masked_ask(ask, self.redact)
-        body = msgspec.json.encode({"machine": self.machine, "agent": agent, "ask": shown})
+        # The keys stay English; ``text`` adds Collie's words in the default language (P2).
+        cat = self.config.languages.default
+        pane_name = clean(pane or agent, TITLE_LIMIT, redact=self.redact).text
+        text = {"headline": cat.fmt("push_permission", pane=pane_name)}
+        body = msgspec.json.encode(
+            {"machine": self.machine, "agent": agent, "ask": shown, "lang": cat.lang, "text": text}
+        )
         try:
             # The same id on every try, derived from the ask: a receiver drops duplicates;
             # kept owed in the store until taken, so a stop or a crash does not lose it.

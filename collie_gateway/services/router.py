@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Protocol
 
 from collie_gateway.core.mirror import AgentMirror, Change, LinkState
-from collie_gateway.core.notes import RECEIPTS, Note, receipt_text
+from collie_gateway.core.notes import RECEIPTS, receipt_note
 from collie_gateway.services.answering import Answering
 from collie_gateway.services.answers import Answers
 from collie_gateway.services.chats import Chats
@@ -31,7 +31,6 @@ from collie_gateway.services.pushing import Pushing
 from collie_gateway.services.rows import Rows
 from collie_gateway.services.tasks import Spawn
 from collie_gateway.store.mirrors import MirrorsRepo
-from collie_gateway.strings import Catalogue
 from wire.messages import (
     AgentEvent,
     Ask,
@@ -160,13 +159,11 @@ class ReceiptSink:
         self,
         chats: Chats,
         tapped: Callable[[str, str], Awaitable[bool]],
-        catalogue: Catalogue,
         redact: Callable[[str], str],
         spawn: Spawn,
     ) -> None:
         self.chats = chats
         self.tapped = tapped
-        self.catalogue = catalogue
         self.redact = redact
         self.spawn = spawn
 
@@ -184,11 +181,10 @@ class ReceiptSink:
 
     async def _receipt(self, agent: str, event: AskResolved, ask: Ask, now: datetime) -> None:
         tapped = await self.tapped(agent, ask.id)
-        text = receipt_text(event.how, ask, tapped, self.catalogue, self.redact)
-        if text is None:
-            return
         after = self.chats.after_item(agent, event.conversation_id)
-        note = Note(kind="receipt", text=text, at=now, after_item=after)
+        note = receipt_note(event.how, ask, tapped, self.redact, now, after)
+        if note is None:
+            return
         self.chats.add_note(agent, event.conversation_id, f"ask:{ask.id}", note)
 
 

@@ -10,7 +10,7 @@ import msgspec
 from collie_gateway.core.mirror import AgentMirror
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.sources import Source
-from collie_gateway.strings import Catalogue
+from collie_gateway.strings import Catalogue, Catalogues
 from collie_gateway.views.dashboard import (
     Dashboard,
     EncodedRow,
@@ -23,13 +23,15 @@ _encoder = msgspec.json.Encoder()
 
 
 class Rows:
-    """This machine's section of the dashboard."""
+    """This machine's section of the dashboard, in each language: the default language's rows
+    are kept at each change (and published); another language's row is encoded once per
+    change of the default's, on its first read, so a read costs the same in any language."""
 
     def __init__(
         self,
         sources: Sequence[Source],
         mirror: Callable[[str], AgentMirror],
-        catalogue: Catalogue,
+        languages: Catalogues,
         spaces: Sequence[str],
         publish: Publish,
         members: Callable[[], list[Section]],
@@ -37,36 +39,50 @@ class Rows:
         self.sources = list(sources)
         self._by_name = {s.name: s for s in sources}
         self.mirror = mirror
-        self.catalogue = catalogue
+        self.languages = languages
+        self.catalogue = languages.default
         self.spaces = tuple(spaces)
         self.publish = publish
         self.members = members
         self._rows: dict[str, EncodedRow] = {}  # each agent's row, as last encoded
+        # Each agent's row in another language: (the default's row it follows, the row).
+        self._worded: dict[tuple[str, str], tuple[EncodedRow, EncodedRow]] = {}
 
     def changed(self, mirror: AgentMirror) -> None:
-        """Tell the phones of a row that changed, and only then."""
-        encoded = self._encode(mirror.name)
-        kept = self._rows.get(mirror.name)
+        """Tell the phones of a row that changed, and only then (in each language in use)."""
+        name = mirror.name
+        encoded = self._encode(name, self.catalogue)
+        kept = self._rows.get(name)
         if kept is None or kept.raw != encoded.raw:
-            self._rows[mirror.name] = encoded
-            self.publish("dashboard.row", encoded.raw)
+            self._rows[name] = encoded
+            worded = self.languages.get
+            self.publish("dashboard.row", encoded.raw, lambda t: self.row(name, worded(t)).raw)
 
-    def _encode(self, name: str) -> EncodedRow:
-        row = agent_row(self._by_name[name], self.mirror(name), self.catalogue)
+    def _encode(self, name: str, catalogue: Catalogue) -> EncodedRow:
+        row = agent_row(self._by_name[name], self.mirror(name), catalogue)
         return EncodedRow(msgspec.Raw(_encoder.encode(row)), row.waiting)
 
-    def row(self, name: str) -> EncodedRow:
-        """The agent's row as last encoded (every change of it is published, and kept)."""
+    def row(self, name: str, catalogue: Catalogue | None = None) -> EncodedRow:
+        """The agent's row as last encoded, in ``catalogue``'s language (default: the
+        default's; every change of it is published, and kept)."""
         kept = self._rows.get(name)
         if kept is None:
-            kept = self._rows[name] = self._encode(name)
-        return kept
+            kept = self._rows[name] = self._encode(name, self.catalogue)
+        if catalogue is None or catalogue is self.catalogue:
+            return kept
+        worded = self._worded.get((catalogue.lang, name))
+        if worded is None or worded[0] is not kept:
+            worded = self._worded[catalogue.lang, name] = (kept, self._encode(name, catalogue))
+        return worded[1]
 
-    def dashboard(self, *, pending_only: bool = False) -> Dashboard:
-        """The dashboard as the phone draws it now: this machine's section, from the rows
-        encoded for the live stream (for encoding only: its rows are ``msgspec.Raw``), then
-        each crew member's (W1)."""
-        rows = [self.row(s.name) for s in self.sources]
+    def dashboard(
+        self, *, pending_only: bool = False, catalogue: Catalogue | None = None
+    ) -> Dashboard:
+        """The dashboard as the phone draws it now, in ``catalogue``'s language (default: the
+        default's): this machine's section, from the rows encoded for the live stream (for
+        encoding only: its rows are ``msgspec.Raw``), then each crew member's (W1)."""
+        cat = catalogue or self.catalogue
+        rows = [self.row(s.name, cat) for s in self.sources]
         return build_dashboard(
-            rows, self.spaces, self.catalogue, pending_only=pending_only, members=self.members()
+            rows, self.spaces, cat, pending_only=pending_only, members=self.members()
         )

@@ -119,6 +119,10 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (key, device)
     ) WITHOUT ROWID;
     """,
+    # The language a phone registered its pushes in (a language tag; NULL: the default).
+    """
+    ALTER TABLE devices ADD COLUMN lang TEXT;
+    """,
     # Web Push devices (their subscription's keys); each ask push's withdrawal (``note``,
     # JSON) and which devices were sent it (once per device); webhooks owed across a stop.
     """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
-from collie_gateway.core.notes import Note
+from collie_gateway.core.notes import NOTE_WORDS, Note
 from collie_gateway.store.database import Database
 
 
@@ -17,7 +17,10 @@ class NotesRepo:
 
     async def save(self, agent: str, conv_id: str, key: str, note: Note) -> None:
         """Keep a note; a second note under the same key is ignored."""
-        row = (agent, conv_id, key, note.kind, note.text, note.at.isoformat(), note.after_item)
+        # A note with words keeps their catalogue key as its kind (read back as that kind's
+        # note), so it reads in each phone's language; its stored text is the agent's title.
+        kind = note.words or note.kind
+        row = (agent, conv_id, key, kind, note.text, note.at.isoformat(), note.after_item)
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -37,6 +40,12 @@ class NotesRepo:
         ) as cur:
             rows = await cur.fetchall()
         return [
-            Note(kind=str(k), text=str(t), at=datetime.fromisoformat(str(a)), after_item=i)
+            Note(
+                kind=NOTE_WORDS.get(str(k), str(k)),
+                text=str(t),
+                at=datetime.fromisoformat(str(a)),
+                after_item=i,
+                words=str(k) if str(k) in NOTE_WORDS else None,
+            )
             for k, t, a, i in rows
         ]

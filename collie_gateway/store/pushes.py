@@ -22,7 +22,8 @@ SENT: Final = "sent"
 NOT_DELIVERED: Final = "no device took it (gone or refused)"
 
 DEVICES = (
-    "SELECT id, provider, token, environment, key, registered_at, p256dh, auth FROM devices"
+    "SELECT id, provider, token, environment, key, registered_at, lang, p256dh, auth"
+    " FROM devices"
     " ORDER BY registered_at"
 )
 
@@ -63,7 +64,7 @@ class Owe:
 
 
 def device_of(row: Sequence[Any]) -> Device:
-    keys = WebPushKeys(p256dh=bytes(row[6]), auth=bytes(row[7])) if row[6] is not None else None
+    keys = WebPushKeys(p256dh=bytes(row[7]), auth=bytes(row[8])) if row[7] is not None else None
     return Device(
         id=str(row[0]),
         provider=Provider(str(row[1])),
@@ -71,6 +72,7 @@ def device_of(row: Sequence[Any]) -> Device:
         environment=Environment(str(row[3])),
         key=bytes(row[4]) if row[4] is not None else None,
         registered_at=float(row[5]),
+        lang=str(row[6]) if row[6] is not None else None,
         webpush=keys,
     )
 
@@ -110,10 +112,12 @@ class PushesRepo:
         environment: Environment,
         key: bytes | None,
         now: float,
+        lang: str | None = None,
         webpush: WebPushKeys | None = None,
     ) -> str:
         """Register or refresh a token (a Web Push endpoint with its ``webpush`` keys); the
-        device id (the same for the same token)."""
+        device id (the same for the same token); its pushes are worded in ``lang`` (None: the
+        default language)."""
         async with self.db.transaction() as db:
             async with db.execute(
                 "SELECT id FROM devices WHERE provider = ? AND token = ?", (provider.value, token)
@@ -122,12 +126,12 @@ class PushesRepo:
             device_id = str(row[0]) if row else "d-" + secrets.token_hex(8)
             p256dh, auth = (webpush.p256dh, webpush.auth) if webpush else (None, None)
             await db.execute(
-                "INSERT INTO devices(id, provider, token, environment, key, registered_at,"
-                " p256dh, auth) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
+                "INSERT INTO devices(id, provider, token, environment, key, registered_at, lang,"
+                " p256dh, auth) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
                 " environment=excluded.environment, key=excluded.key,"
-                " registered_at=excluded.registered_at, p256dh=excluded.p256dh,"
-                " auth=excluded.auth",
-                (device_id, provider.value, token, environment.value, key, now, p256dh, auth),
+                " registered_at=excluded.registered_at, lang=excluded.lang,"
+                " p256dh=excluded.p256dh, auth=excluded.auth",
+                (device_id, provider.value, token, environment.value, key, now, lang, p256dh, auth),
             )
         return device_id
 

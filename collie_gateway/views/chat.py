@@ -292,17 +292,17 @@ def build_chat(
     mine_after: dict[str | None, list[MyLine]] = {}
     for m in visible:
         mine_after.setdefault(m.after_item if m.after_item in known else None, []).append(m)
-    lines.extend(_note_lines(by_item.pop(None, [])))
+    lines.extend(_note_lines(by_item.pop(None, []), cat))
     first_mine = mine_after.pop(None, [])
     if not items:
         lines.extend(my_line(m, cat) for m in first_mine)
     for item in items:
         shown = texts.get(item.id) if texts is not None else None
         lines.append(item_line(item, cat, shown, ctx.redact_items))
-        lines.extend(_note_lines(by_item.pop(item.id, [])))
+        lines.extend(_note_lines(by_item.pop(item.id, []), cat))
         lines.extend(my_line(m, cat) for m in mine_after.pop(item.id, []))
     for rest in by_item.values():
-        lines.extend(_note_lines(rest))
+        lines.extend(_note_lines(rest, cat))
     if items:
         lines.extend(my_line(m, cat) for m in first_mine)
     composer = Composer()
@@ -345,14 +345,14 @@ def build_chat(
     )
 
 
-def _note_lines(notes: list[Note]) -> list[ChatLine]:
+def _note_lines(notes: list[Note], catalogue: Catalogue) -> list[ChatLine]:
     """The lines of the notes after one item. An id names the item, the note's place after
     it and its time, so it is unique in the chat and stays the same as notes are added."""
     return [
         ChatLine(
             kind=n.kind,
             id=f"{n.kind}:{n.after_item or ''}:{index}:{n.at.isoformat()}",
-            text=n.text,
+            text=n.shown(catalogue),
             at=n.at,
         )
         for index, n in enumerate(notes)

@@ -3,7 +3,18 @@
 'use strict';
 (() => {
   const S = JSON.parse(document.getElementById('collie-strings').textContent);
-  const t = (key, vals) => String(S[key] ?? key).replace(/\{(\w+)\}/g,
+  // A counted string's forms by CLDR plural category; the browser's Intl picks the category.
+  const plurals = document.getElementById('collie-plurals');
+  const P = plurals ? JSON.parse(plurals.textContent) : {};
+  const LANG = document.documentElement.lang || 'en';
+  let rules = null;
+  try { rules = new Intl.PluralRules(LANG); } catch (e) { rules = null; }
+  const form = (key, vals) => {
+    const forms = P[key];
+    if (!forms || !rules || !vals || typeof vals.n !== 'number') return S[key];
+    return forms[rules.select(vals.n)] ?? forms.other ?? S[key];
+  };
+  const t = (key, vals) => String(form(key, vals) ?? key).replace(/\{(\w+)\}/g,
     (m, k) => (vals && k in vals ? String(vals[k]) : m));
   const app = document.getElementById('app');
   const net = document.getElementById('net');
@@ -215,7 +226,7 @@
     view = { name: 'dashboard', live: (ev) => { if (ev.type === 'dashboard.row' || ev.type === 'list.reset') later(reload); } };
     replaySince(mark);
   }
-  // Notifications (issue 22): turn Web Push on for this browser; each provider's health.
+  // Notifications: turn Web Push on for this browser; each provider's health.
   function notifications() {
     const status = h('p', { class: 'line2', id: 'notify-status', role: 'status' });
     const lines = h('ul', { class: 'rows', id: 'push-health' });
@@ -432,7 +443,7 @@
     el.replaceChildren(...kids);
   }
   function fmtTime(at) {
-    try { return new Date(at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }); } catch (e) { return ''; }
+    try { return new Date(at).toLocaleTimeString(LANG, { hour: '2-digit', minute: '2-digit' }); } catch (e) { return ''; }
   }
   function lineEl(line) {
     const cls = ['item', line.kind, line.mine ? 'mine' : ''].join(' ');

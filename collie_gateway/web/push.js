@@ -1,4 +1,4 @@
-// The web companion's Web Push subscription (issue 22): registers the service worker, asks
+// The web companion's Web Push subscription: registers the service worker, asks
 // the browser for a subscription with the gateway's VAPID key, and registers it as a
 // "webpush" device. Exposed as window.colliePush.subscribe(headers) -> device id.
 'use strict';

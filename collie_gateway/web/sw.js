@@ -1,4 +1,4 @@
-// The web companion's service worker (issue 22): shows each Web Push as a notification,
+// The web companion's service worker: shows each Web Push as a notification,
 // opens the chat on a tap, and closes a notification when its ask is withdrawn (answered
 // anywhere, decided or expired). The gateway's payload: {"v":1,"type":"ask"|"many"|
 // "private"|"withdraw","tag",...}; the words come from the gateway's catalogue.

@@ -22,6 +22,7 @@ from collie_gateway.core.mirror import LinkState
 from collie_gateway.gateway import Gateway
 from collie_gateway.sources import Source
 from fixtures.agents.harness import short_dir
+from tests.bridges.mcp_rig import mcp, quick  # noqa: F401  (the MCP bridge's fixtures)
 from tests.collie_gateway.conftest import (  # noqa: F401  (rig: a fixture used here too)
     ClientFactory,
     Rig,

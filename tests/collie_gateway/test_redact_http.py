@@ -1,14 +1,15 @@
-"""Issue 9.10's second round of secret families (spec X1) on what the phone reads, through the
-HTTP API against an SDK agent: list rows, headers, ask cards, chat lines, tool output and the
-live stream; and the held-out ordinary strings shown as sent."""
+"""Issue 9.10's second round of secret families and issue 27's (spec X1) on what the phone
+reads, through the HTTP API against an SDK agent: list rows, headers, ask cards, chat lines,
+tool output and the live stream; and the held-out ordinary strings shown as sent."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from collie_gateway.views.text import TITLE_LIMIT, clean
-from fixtures.redaction.corpus import Secret, held_out, in_sample
-from tests.collie_gateway.chat_phone import PhoneChat, shown
+from fixtures.redaction.corpus import HELD_OUT, Secret, held_out, in_sample
+from tests.collie_gateway.chat_phone import Client, PhoneChat, shown
 from tests.collie_gateway.conftest import Rig, eventually, get_json
 from tests.collie_gateway.test_chat_http import CHAT, chat, seen_by_gateway, start
 from wire.messages import Option
@@ -36,7 +37,7 @@ FAMILIES = (
     "Docker Hub",
 )
 SECRETS = [c for c in in_sample()[0] if c["description"].startswith(FAMILIES)]
-ORDINARY = [c["input"] for name in ("heldout.json", "heldout-2.json") for c in held_out(name)[1]]
+ORDINARY = [c["input"] for name in HELD_OUT for c in held_out(name)[1]]
 
 
 def _leaks(case: Secret, text: str) -> bool:
@@ -45,8 +46,24 @@ def _leaks(case: Secret, text: str) -> bool:
     return any(body[i : i + 6] in text for i in range(len(body) - 5))
 
 
-def _case(word: str) -> Secret:
-    return next(c for c in SECRETS if c["description"].startswith(word))
+async def _rows_and_headers_leak_nothing(
+    client: Client, cases: list[Secret], prefix: str
+) -> dict[str, Any]:
+    """Each case is conversation ``{prefix}{n}``: its list row and header show none of its
+    secret. Returns the rows by conversation id."""
+    rows = {
+        r["conversation_id"]: r for r in (await get_json(client, AGENT + "/conversations"))["rows"]
+    }
+    for n, case in enumerate(cases):
+        header = (await get_json(client, AGENT + f"/conversations/{prefix}{n}"))["header"]
+        row = rows[f"{prefix}{n}"]
+        for text in (row["title"], row["line"], header["title"], header["line2"]):
+            assert not _leaks(case, text), (case["description"], text)
+    return rows
+
+
+def _case(word: str, cases: list[Secret] | None = None) -> Secret:
+    return next(c for c in cases or SECRETS if c["description"].startswith(word))
 
 
 async def test_X1_second_families_masked_on_rows_headers_and_cards(rig: Rig) -> None:
@@ -63,14 +80,7 @@ async def test_X1_second_families_masked_on_rows_headers_and_cards(rig: Rig) -> 
     )
     await eventually(lambda: len(gw.mirrors["desk"].conversations) == 1 + len(SECRETS))
     await eventually(lambda: gw.agents.find_ask("desk", "q") is not None)
-    rows = {
-        r["conversation_id"]: r for r in (await get_json(client, AGENT + "/conversations"))["rows"]
-    }
-    for n, case in enumerate(SECRETS):
-        header = (await get_json(client, AGENT + f"/conversations/s{n}"))["header"]
-        row = rows[f"s{n}"]
-        for text in (row["title"], row["line"], header["title"], header["line2"]):
-            assert not _leaks(case, text), (case["description"], text)
+    rows = await _rows_and_headers_leak_nothing(client, SECRETS, "s")
     assert rows["s0"]["title"].startswith("client = LinearClient(")  # the context stays
     card = json.dumps((await chat(client))["cards"]["cards"][0], ensure_ascii=False)
     assert "lin_api_••••" in card
@@ -118,3 +128,49 @@ async def test_X1_held_out_ordinary_strings_shown_as_sent(rig: Rig) -> None:
         assert rows[f"o{n}"]["line"] == sent
         assert header["title"] == sent
         assert header["line2"] == sent
+
+
+# Issue 27's families and shapes (in sample), through the phone's HTTP API.
+ISSUE_27 = (
+    *("Okta", "Cloudflare", "Supabase", "Fly.io", "Render", "Twilio", "Discord webhook"),
+    *("mysql", "mariadb", "sshpass", "AWS secret key", "database URL with a", "Slack"),
+)
+NEW = [c for c in in_sample()[0] if c["description"].startswith(ISSUE_27)]
+
+
+async def test_X1_issue_27_families_masked_on_rows_and_headers(rig: Rig) -> None:
+    assert len(NEW) >= 35
+    client, gw, agent, _conv = await start(rig)
+    for n, case in enumerate(NEW):
+        await agent.open_conversation(f"n{n}", title=case["input"], subtitle=case["input"])
+    await eventually(lambda: len(gw.mirrors["desk"].conversations) == 1 + len(NEW))
+    await _rows_and_headers_leak_nothing(client, NEW, "n")
+
+
+async def test_X1_issue_27_only_the_secret_masked_in_chat_tool_output_and_live(rig: Rig) -> None:
+    """The AWS key id beside its secret, a Twilio SID and a Slack webhook's ids show; the
+    secrets never do, on the read or the live stream."""
+    client, gw, _agent, conv = await start(rig)
+    phone = PhoneChat(client, CHAT)
+    await phone.start()
+    aws = _case("AWS secret key on the line after its access key id", NEW)
+    twilio = _case("Twilio auth token positional beside the SID (PHP)", NEW)
+    sshpass = _case("sshpass -p with a bare password before scp", NEW)
+    slack = _case("Slack workflow webhook", NEW)
+    await conv.append(kind="reply", text=aws["input"])
+    await conv.append(kind="reply", text=f"{twilio['input']} and {slack['input']}")
+    await conv.append(
+        kind="tool", name="shell", status="done", call_id="t1", output=sshpass["input"]
+    )
+    await seen_by_gateway(gw, conv, "done")
+    view = await chat(client)
+    first, second, tool = view["lines"]
+    assert first["text"] == aws["expect"]  # "AWS_ACCESS_KEY_ID=AKIA…(whole)\n…KEY=••••"
+    assert aws["input"].split("\n")[0] in first["text"]
+    assert second["text"] == f"{twilio['expect']} and {slack['expect']}"
+    assert tool["output"] == sshpass["expect"]
+    everything = json.dumps(view, ensure_ascii=False)
+    for case in (aws, twilio, sshpass, slack):
+        assert not _leaks(case, everything), case["description"]
+    await eventually(lambda: phone.shown() == shown(view))  # the live path masks alike
+    await phone.stop()
