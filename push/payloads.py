@@ -280,17 +280,9 @@ def _json(obj: object) -> bytes:
 
 
 def _ids(note: Notification | Withdrawal) -> dict[str, str]:
-    if isinstance(note, Withdrawal):
+    if isinstance(note, AskNotification | Withdrawal):
         return {
-            "type": "withdraw",
-            "machine": note.machine,
-            "agent": note.agent,
-            "conversation": note.conversation,
-            "ask": note.ask,
-        }
-    if isinstance(note, AskNotification):
-        return {
-            "type": "ask",
+            "type": "withdraw" if isinstance(note, Withdrawal) else "ask",
             "machine": note.machine,
             "agent": note.agent,
             "conversation": note.conversation,
