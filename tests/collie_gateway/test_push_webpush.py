@@ -6,6 +6,8 @@ which checks every VAPID header and decrypts every body with the subscription's 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,16 +17,18 @@ import pytest
 from collie_gateway.__main__ import push_targets_from_env
 from collie_gateway.errors import ConfigError
 from collie_gateway.strings import Catalogue
-from push import Content, WebPushClient, Withdrawal, collapse_id, vapid
+from push import Content, WebPushClient, Withdrawal, collapse_id, open_envelope, vapid
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from tests.collie_gateway.push_fixtures import Services, serve
 from tests.collie_gateway.test_push_http import (
     APNS_TOKEN,
     FCM_TOKEN,
     MACHINE,
+    SECRET,
     Client,
     log_of,
     logged,
+    open_stream,
     raise_ask,
     register,
     restart_gateway,
@@ -304,3 +308,35 @@ async def test_a_CA_file_alone_configures_the_web_push_sender(rig: Rig) -> None:
     sender = targets.webpush(vapid.generate())
     assert isinstance(sender, WebPushClient)
     await sender.aclose()
+
+
+async def test_X1_presence_and_private_mode_hold_for_web_push_as_for_apns(
+    rig: Rig, svc: Services, web: FakePushService
+) -> None:
+    client, _gw, convs = await start(rig, svc, {"c1": "Notes", "c2": f"Fix {SECRET} leak"})
+    endpoint, browser = web.subscribe()
+    key = bytes(range(32))
+    body = {
+        "provider": "webpush",
+        "endpoint": endpoint,
+        "keys": {"p256dh": browser.p256dh, "auth": b64url(browser.auth)},
+        "key": base64.b64encode(key).decode(),
+    }
+    device = (await post_json(client, "/api/v1/devices", body))["device_id"]
+    resp, _stream = await open_stream(client, "chat:desk:c1")
+    try:
+        await raise_ask(convs["c1"], "a1")
+        entries = await logged(client, "a1", "suppressed")
+        assert [e["reason"] for e in entries] == ["a phone is showing this chat"]
+        await raise_ask(convs["c2"], "b1", push_line=f"export TOKEN={SECRET}")
+        await logged(client, "b1", "sent")
+    finally:
+        resp.close()
+    [seen] = web.requests
+    assert seen.message is not None
+    assert set(seen.message) == {"v", "type", "tag", "title", "e"}
+    assert seen.message["title"] == "A durable agent needs your answer"
+    inner = json.loads(open_envelope(key, device, str(seen.message["e"])))
+    assert inner["pane"] == "Fix ghp_•••• leak"
+    assert inner["line"] == "export TOKEN=ghp_••••"
+    assert SECRET[8:].encode() not in browser.decrypt(seen.body)
