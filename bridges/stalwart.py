@@ -852,7 +852,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; 0, or 2 for a bad setting (said on stderr)."""
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     values: dict[str, bytes | None] = {}
     for option in ("token_env", "secret_env", "webhook_secret_env"):
         name = getattr(args, option)

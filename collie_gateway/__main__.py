@@ -17,7 +17,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -52,6 +51,18 @@ from push.fcm import FCM_URL
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 REPO = Path(__file__).resolve().parent.parent
+DEMO_STATE = Path("~/.collie/demo")
+# What the demo writes in its state folder (``--fresh`` removes these, nothing else).
+DEMO_FILES = (
+    *(
+        f"{n}{x}"
+        for n in ("desk", "pi-durable", "nohistory", "wire2", "collie")
+        for x in (".db", ".db-wal", ".db-shm")
+    ),
+    *(f"{n}.sock" for n in ("desk", "nohistory", "wire2")),
+    "wire2.log",
+    "sources.json",
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,15 +86,28 @@ def _parser() -> argparse.ArgumentParser:
         action="store_false",
         help="as a crew member, take no answers given on a lead (they are answered here only)",
     )
-    _common(serve)
+    _common(serve, db_help="SQLite file (default: collie.db in the current folder)")
     demo = sub.add_parser(
         "demo",
         help="start the sample agents and a gateway for them",
         description="Start the sample agents (desk, pi-durable, nohistory, wire2) and a "
-        "gateway for them, then print where to look. Ctrl-C stops everything.",
+        f"gateway for them, then print where to look. Ctrl-C stops everything. Their files "
+        f"are kept in one folder ({DEMO_STATE} unless --state-dir) and reused by the next run; "
+        "--fresh starts over.",
     )
-    _common(demo)
-    demo.add_argument("--state-dir", type=Path, default=None, help="where the demo keeps files")
+    _common(demo, db_help="SQLite file (default: collie.db in the state folder)")
+    demo.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help=f"where the demo keeps its agents' and the gateway's files, reused by the next "
+        f"run (default: {DEMO_STATE})",
+    )
+    demo.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: remove the demo's files from the state folder first",
+    )
     _bridge_parser(sub)
     _relay_parser(sub)
     return parser
@@ -153,8 +177,10 @@ def _bridge(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", type=Path, default=Path("collie.db"), help="SQLite file (collie.db)")
+def _common(p: argparse.ArgumentParser, db_help: str) -> None:
+    p.add_argument(
+        "--db", type=Path, default=None, help=db_help + "; its folder must exist, as --unix's"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address of the phone API (127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port of the phone API (8765)")
     p.add_argument(
@@ -172,7 +198,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lang", default="en", help="the phone's language when a request names none (en)"
     )
-    p.add_argument("-v", "--verbose", action="store_true", help="log every link change")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log INFO lines too (without it: warnings, e.g. an agent unreachable, once)",
+    )
 
 
 def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
@@ -248,13 +279,23 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
 
 def check_args(args: argparse.Namespace) -> None:
     """Refuse, before anything starts or is printed, what cannot work: a port out of range, a
-    Unix socket in a folder that does not exist, a port another process holds.
+    ``--db`` that is a folder, a ``--db`` file or Unix socket in a folder that does not exist,
+    a port another process holds.
 
     Raises:
         ConfigError: one sentence naming the option and the value.
     """
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port} is not a port (0 to 65535)")
+    if args.db is not None:
+        if args.db.is_dir():
+            raise ConfigError(
+                f"--db {args.db} is a folder: name the SQLite file, e.g. --db "
+                f"{args.db / 'collie.db'}"
+            )
+        folder = args.db.expanduser().absolute().parent
+        if not folder.is_dir():
+            raise ConfigError(f"--db {args.db}: the folder {folder} does not exist")
     if args.unix is not None:
         folder = args.unix.expanduser().absolute().parent
         if not folder.is_dir():
@@ -368,7 +409,10 @@ def _free_port() -> int:
 def _demo(args: argparse.Namespace) -> int:
     check_args(args)
     phone_languages(args.strings, args.lang)  # a bad file stops the demo before agents start
-    state = args.state_dir or Path(tempfile.mkdtemp(prefix="collie-demo-"))
+    state = (args.state_dir or DEMO_STATE).expanduser()
+    if args.fresh:
+        for name in DEMO_FILES:
+            (state / name).unlink(missing_ok=True)
     state.mkdir(parents=True, exist_ok=True)
     pi_port = _free_port()
     agents = {
@@ -392,7 +436,7 @@ def _demo(args: argparse.Namespace) -> int:
     }
     sources_path = state / "sources.json"
     sources_path.write_text(json.dumps(sources, indent=2), encoding="utf-8")
-    if args.db == Path("collie.db"):
+    if args.db is None:
         args.db = state / "collie.db"
     if not args.space:
         args.space = ["home"]  # a space, so the dashboard shows the section's place (D7)
@@ -400,12 +444,13 @@ def _demo(args: argparse.Namespace) -> int:
         settings = _settings(args, sources_path)
         base = f"http://{settings.host}:{settings.port}"
         where = [
-            f"collie-gateway demo: agents and files in {state}",
+            f"collie-gateway demo: agents and files in {state} (kept for the next run; "
+            "--fresh starts over)",
             f"  the page:   {base}/  (the web companion, in any browser)",
             f"  dashboard:  curl {base}/api/v1/dashboard",
             f"  live:       curl -N {base}/api/v1/events",
             f"  an agent:   curl --unix-socket {state / 'desk.sock'} http://agent/hello",
-            "  new asks:   desk's starter \"Ask me something\" raises one of each kind",
+            '  new asks:   desk\'s starter "Ask me something" raises one of each kind',
         ]
         # flush: the lines show at once also when the output goes to a file or a pipe
         print("\n".join(where), flush=True)
@@ -434,6 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             check_args(args)
+            args.db = args.db or Path("collie.db")
             return _serve(_settings(args, args.sources))
         if args.command == "relay":
             return _relay(args)

@@ -31,6 +31,7 @@ from bridges.acp.jsonrpc import (
     encode_result,
     parse,
 )
+from bridges.loglines import split_level
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class AcpProcess:
         self._write_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reader: asyncio.Task[None] | None = None
+        self._stopping = False
 
     @property
     def pid(self) -> int | None:
@@ -137,7 +139,9 @@ class AcpProcess:
         assert self._proc is not None
         assert self._proc.stderr is not None
         while line := await self._proc.stderr.readline():
-            log.warning("agent[%s]: %s", self.pid, line.decode("utf-8", "replace").rstrip())
+            text = line.decode("utf-8", "replace").rstrip()
+            level, text = split_level(text, logging.WARNING)  # its own level, no second time
+            log.log(level, "agent[%s]: %s", self.pid, text)
 
     async def _read(self) -> None:
         assert self._proc is not None
@@ -170,7 +174,8 @@ class AcpProcess:
             self._pending.clear()
             if not self.exited.done():
                 self.exited.set_result(code)
-            log.warning("agent process %s exited with %s (epoch %s)", self.pid, code, self.epoch)
+            level = logging.INFO if self._stopping else logging.WARNING  # asked to, or not
+            log.log(level, "agent process %s exited with %s (epoch %s)", self.pid, code, self.epoch)
 
     async def _notify(self, notes: list[Notification]) -> None:
         """Hand the notifications read so far to the handler, and forget them."""
@@ -276,6 +281,7 @@ class AcpProcess:
         proc = self._proc
         if proc is None:
             return None
+        self._stopping = True
         if proc.stdin is not None:
             with contextlib.suppress(Exception):
                 proc.stdin.close()

@@ -51,6 +51,7 @@ class AgentMirror:
     name: str
     state: LinkState = LinkState.STARTING
     reason: str = ""
+    unauthorized: bool = False  # unreachable because it refused the gateway's token (D6)
     hello: Hello | None = None
     wire: int | None = None
     last_event_id: str | None = None

@@ -26,6 +26,7 @@ from collie_gateway.services.crew import (
     CrewInfo,
     MemberLink,
     Unauthorized,
+    lead_cards,
     rewrite_urls,
 )
 from collie_gateway.views.cards import outcome_line
@@ -111,7 +112,7 @@ async def member_answer(request: web.Request) -> web.Response:
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         return json_error(400, "bad_request", str(exc))
     cat = words(request)
-    if link.info_read and not link.takes_answers:
+    if link.refuses_answers:
         return _json(_card(request, body.request_id, TapOutcome.REFUSED, cat["t_older_collie"]))
     if not link.info_read:
         # This run has not read what the member can do: nothing is sent; Retry tries again.
@@ -136,6 +137,8 @@ def _relay(request: web.Request, link: MemberLink, status: int, body: bytes) -> 
     except msgspec.DecodeError:
         return json_error(502, "member_error", f"{link.name} answered {status}, not JSON")
     if isinstance(payload, dict):
+        refusal = words(request)["t_older_collie"] if link.refuses_answers else None
+        lead_cards(payload, refusal)
         payload = rewrite_urls(payload, link.prefix)
         payload["machine"] = link.name
         if "event_id" in payload:

@@ -133,7 +133,9 @@ async def agent_home(request: web.Request) -> web.Response:
     warning = agents.version_warning(name, cat)
     hello = mirror.hello
     # The link's reason names exceptions and addresses: the log has it, the phone reads words.
-    reason = cat["error_no_answer"] if mirror.state is LinkState.UNREACHABLE else None
+    reason = None
+    if mirror.state is LinkState.UNREACHABLE:
+        reason = cat["agent_unauthorized" if mirror.unauthorized else "error_no_answer"]
     return encoded(
         AgentHome(
             agent=name,

@@ -13,7 +13,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 from urllib.parse import quote
 
@@ -23,7 +23,7 @@ from collie_gateway.core.mirror import AgentMirror, Change
 from collie_gateway.core.notes import Note, note_json
 from collie_gateway.errors import AgentRejected, AgentUnreachable, BadCursor
 from collie_gateway.services.answers import CardStates
-from collie_gateway.services.links import AgentClient
+from collie_gateway.services.links import UNAUTHORIZED, AgentClient
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.tasks import Spawn
 from collie_gateway.store.notes import NotesRepo
@@ -39,6 +39,7 @@ from collie_gateway.views.chat import (
     chat_text,
     item_line,
     match_echo,
+    render_written,
 )
 from collie_gateway.views.listing import (
     PAGE_SIZE,
@@ -69,6 +70,9 @@ from wire.messages import (
 )
 
 log = logging.getLogger(__name__)
+# Ours (C2): a Markdown item being written is rendered at most this often (live equals
+# reload: a read shows the same render the phones were sent).
+RENDER_EVERY = timedelta(milliseconds=500)
 CHATS_KEPT = 500  # ours: chats kept live in memory, least recently opened dropped first
 
 
@@ -180,9 +184,14 @@ class Chats:
         # next open, and the phones are told to (wire §10 step 4).
         self._dropped: set[tuple[str, str]] = set()
         self._rereads: dict[tuple[str, str], bool] = {}  # chats read again; True: once more
+        # Markdown being written whose newest text waits for its render (C2): a timer each.
+        self._trailing: dict[tuple[str, str, str], asyncio.TimerHandle] = {}
 
     async def close(self) -> None:
-        """Cancel background refreshes."""
+        """Cancel background refreshes and renders."""
+        for timer in self._trailing.values():
+            timer.cancel()
+        self._trailing.clear()
         for task in list(self._refreshes.values()):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -271,6 +280,8 @@ class Chats:
             fetched = await self.agents.client(agent).get(path)
             if fetched.status == 404:
                 raise _ReadFailed(ReadStatus.NO_LIST)
+            if fetched.status in UNAUTHORIZED:
+                raise _ReadFailed(ReadStatus.UNAUTHORIZED)
             if fetched.status == 400 and cursor is not None:
                 raise BadCursor(f"the cursor {cursor!r} is not valid")
             if not 200 <= fetched.status < 300:
@@ -540,6 +551,8 @@ class Chats:
             items[item.id] = item
         if state is not None:
             state.put(item, shown)
+        if item.kind == "markdown" and not item.final and shown.text:
+            render_written(shown, self.items_mask, self.clock())
         self._publish_line(key, item, shown)
 
     def _publish_line(self, key: tuple[str, str], item: Item, shown: ShownText) -> None:
@@ -593,6 +606,33 @@ class Chats:
             )
             return
         self.publish("chat.delta", event)
+        self._render_written(key, item_id, shown)
+
+    def _render_written(self, key: tuple[str, str], item_id: str, shown: ShownText) -> None:
+        """C2 while written: a Markdown item's text so far, rendered at most once per
+        ``RENDER_EVERY``, goes out as its whole line after the delta (a phone appending the
+        deltas stays exact; one showing ``html`` takes the line)."""
+        item = self._writing_items.get(key, {}).get(item_id)
+        if item is None or item.kind != "markdown":
+            return
+        now = self.clock()
+        if shown.rendered_at is None or now - shown.rendered_at >= RENDER_EVERY:
+            render_written(shown, self.items_mask, now)
+            self._publish_line(key, item, shown)
+        elif (*key, item_id) not in self._trailing:
+            # Text that came too soon is rendered when its time comes, even with no delta
+            # after it (the agent paused), once a RENDER_EVERY at most.
+            delay = (RENDER_EVERY - (now - shown.rendered_at)).total_seconds()
+            loop = asyncio.get_running_loop()
+            self._trailing[(*key, item_id)] = loop.call_later(
+                delay, self._trailing_render, key, item_id
+            )
+
+    def _trailing_render(self, key: tuple[str, str], item_id: str) -> None:
+        self._trailing.pop((*key, item_id), None)
+        shown = self.writing.get(key, {}).get(item_id)
+        if shown is not None:  # else final (rendered whole) or its chat closed
+            self._render_written(key, item_id, shown)
 
     # --- after a reset (wire §10 step 4) ----------------------------------------
 

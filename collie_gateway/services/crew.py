@@ -130,6 +130,35 @@ def rewrite_urls(value: Any, prefix: str) -> Any:
     return value
 
 
+def lead_cards(payload: Any, refusal: str | None) -> None:
+    """W4, V2: the cards of a member's chat (a read, or a ``chat.changed``) as the lead shows
+    them, changed in place: each with its answer URL (a Collie from before crews gives none);
+    for a member that takes no answers given on a lead, frozen before any tap with
+    ``refusal`` (T1's last row), as R2's card, so the phone knows what a tap would do."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("agent"), str):
+        return
+    listing = payload.get("cards")
+    cards = listing.get("cards") if isinstance(listing, dict) else None
+    agent = quote(payload["agent"], safe="")
+    for card in cards if isinstance(cards, list) else []:
+        if not isinstance(card, dict) or not isinstance(card.get("ask_id"), str):
+            continue
+        if not card.get("answer_url"):
+            ask = quote(card["ask_id"], safe="")
+            card["answer_url"] = f"{_API}agents/{agent}/asks/{ask}/answer"
+        outcome = card.get("outcome")
+        if refusal is not None and not (isinstance(outcome, dict) and outcome.get("frozen")):
+            card["answerable"] = False
+            card["outcome"] = {
+                "outcome": "refused",
+                "request_id": "",
+                "line": refusal,
+                "closed": False,
+                "frozen": True,
+                "retry_label": None,
+            }
+
+
 class MemberLink:
     """Follows one member gateway for as long as the lead runs."""
 
@@ -183,6 +212,12 @@ class MemberLink:
         """V2: whether this run read that the member takes answers given on a lead."""
         info = self.info
         return info is not None and info.crew >= CREW_VERSION and info.answers
+
+    @property
+    def refuses_answers(self) -> bool:
+        """V2: whether this run read that the member takes no answers given on a lead (not
+        read yet: a tap tells)."""
+        return self.info_read and not self.takes_answers
 
     async def forward(
         self,
@@ -395,6 +430,9 @@ class MemberLink:
         if kind == "ask.resolved" and self._on_resolved is not None:
             closed = msgspec.json.decode(data, type=MemberAsk)
             self._on_resolved(self.name, closed.agent, closed.ask)
+        if kind == "chat.changed":
+            refusal = self.catalogue["t_older_collie"] if self.refuses_answers else None
+            lead_cards(payload, refusal)
         payload = rewrite_urls(payload, self.prefix)
         payload["machine"] = self.name
         self._publish(kind, payload)

@@ -221,16 +221,23 @@ class AgentLink:
             self._task = None
         await self.client.close()
 
-    def _set(self, state: LinkState, reason: str = "") -> None:
+    def _set(self, state: LinkState, reason: str = "", *, unauthorized: bool = False) -> None:
         if state is LinkState.READY:
             self.ready.set()
         else:
             self.ready.clear()
-        if (self.mirror.state, self.mirror.reason) != (state, reason):
-            self.mirror.state = state
-            self.mirror.reason = reason
-            log.info("agent %s: %s %s", self.source.name, state.value, reason)
-            self.listener.link_changed(self.mirror)
+        mirror = self.mirror
+        if (mirror.state, mirror.reason, mirror.unauthorized) != (state, reason, unauthorized):
+            # A change of state is said once (a retry's new reason only at DEBUG): back is
+            # INFO, anything else is a WARNING, also without -v.
+            level = logging.DEBUG
+            if mirror.state is not state or mirror.unauthorized != unauthorized:
+                level = logging.INFO if state is LinkState.READY else logging.WARNING
+            log.log(
+                level, "agent %s: %s%s", self.source.name, state.value, reason and ": " + reason
+            )
+            mirror.state, mirror.reason, mirror.unauthorized = state, reason, unauthorized
+            self.listener.link_changed(mirror)
 
     async def _run(self) -> None:
         need_snapshot = True
@@ -255,7 +262,8 @@ class AgentLink:
                 need_snapshot = True
                 await self._ended()
             except (AgentUnreachable, AgentRejected, RemoteWireError) as exc:
-                self._set(LinkState.UNREACHABLE, _reason(exc))
+                refused = isinstance(exc, AgentRejected) and exc.status in UNAUTHORIZED
+                self._set(LinkState.UNREACHABLE, _reason(exc), unauthorized=refused)
                 await asyncio.sleep(self._reconnect.failed())
 
     async def _ended(self) -> None:
@@ -346,6 +354,7 @@ class AgentLink:
             self.listener.event_received(self.mirror, event, change)
 
 
+UNAUTHORIZED = frozenset({401, 403})  # the agent refused the gateway's bearer token (D6)
 BUSY_CHUNK = 8192  # ours: a smaller read, soon after another, is of a busy stream
 
 
@@ -375,9 +384,19 @@ def coalesce(
 
 
 def _reason(exc: Exception) -> str:
+    if isinstance(exc, AgentRejected) and exc.status in UNAUTHORIZED:
+        return f"the agent refused the gateway's token ({exc.status})"
     if isinstance(exc, RemoteWireError):
         return f"protocol error: {exc}"
     return str(exc)
 
 
-__all__ = ["AgentClient", "AgentLink", "Fetched", "LinkListener", "error_of", "expect"]
+__all__ = [
+    "UNAUTHORIZED",
+    "AgentClient",
+    "AgentLink",
+    "Fetched",
+    "LinkListener",
+    "error_of",
+    "expect",
+]

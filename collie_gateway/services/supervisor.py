@@ -1,6 +1,7 @@
 """Bridges the gateway starts and keeps running: any command line that serves a wire-v1 agent
 on a Unix socket (``bridges.acp`` today). Each is restarted with backoff when it exits; every
-line it prints goes to the gateway's log, under ``collie_gateway.bridge.<name>``."""
+line it prints goes to the gateway's log, under ``collie_gateway.bridge.<name>``, at the level
+the line names (else INFO from its output, WARNING from its errors)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from bridges.loglines import split_level
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +65,13 @@ class Supervised:
         while not self._stop.is_set():
             started = loop.time()
             try:
+                # The default folder (~/.collie/agents) on a fresh machine: only the person's.
+                cmd.socket.expanduser().parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 self.process = await asyncio.create_subprocess_exec(
                     *cmd.argv,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.STDOUT,
+                    stderr=asyncio.subprocess.PIPE,
                     cwd=cmd.cwd,
                     env={**os.environ, **cmd.env},
                     start_new_session=True,
@@ -77,9 +82,11 @@ class Supervised:
             else:
                 self.starts += 1
                 assert self.process.stdout is not None
-                while line := await self.process.stdout.readline():
-                    text = line.decode("utf-8", "replace").rstrip()
-                    self.log.warning("%s: %s", cmd.name, text)
+                assert self.process.stderr is not None
+                await asyncio.gather(
+                    self._relay(self.process.stdout, logging.INFO),
+                    self._relay(self.process.stderr, logging.WARNING),
+                )
                 code = await self.process.wait()
             if self._stop.is_set():
                 return
@@ -88,6 +95,13 @@ class Supervised:
             self.log.warning("bridge %s exited (%s); restarting in %.1f s", cmd.name, code, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.backoff.cap)
+
+    async def _relay(self, stream: asyncio.StreamReader, default: int) -> None:
+        """Log each line the bridge prints at its own level (else ``default``: INFO for its
+        output, WARNING for its errors), under the gateway's timestamp only."""
+        while line := await stream.readline():
+            level, text = split_level(line.decode("utf-8", "replace").rstrip(), default)
+            self.log.log(level, "%s: %s", self.command.name, text)
 
     async def close(self) -> None:
         """Stop the bridge (SIGTERM, then SIGKILL after the grace period) and its watcher."""

@@ -193,8 +193,10 @@ def item_line(
     """One agent item as the chat shows it (C2, C3). ``shown`` is its text already cleaned
     (the live path keeps it as deltas come); else it is cleaned here.
 
-    A markdown item being written shows its cleaned text, so that deltas add to it exactly;
-    its final text is rendered (once: ``_render`` is cached).
+    A markdown item being written shows its cleaned text, so that deltas add to it exactly,
+    and ``html``: its text as last rendered while written (``render_written``, the same
+    safe rendering; the live path renders at a bounded rate, so a read shows what the live
+    phones were sent); its final text is rendered (once: ``_render`` is cached).
 
     ``redact`` (``Redactor.mask``, or None: redaction off) masks secrets (X1) in the text, a
     link's label and a tool's output. An item still being written shows its text masked as
@@ -216,6 +218,7 @@ def item_line(
     match item.kind:
         case "markdown" if writing:
             line.text = text
+            line.html = shown.rendered
         case "markdown":
             line.html = _render(text)
         case "code":
@@ -237,6 +240,13 @@ def item_line(
         case _:
             line.text = text
     return line
+
+
+def render_written(shown: ShownText, redact: Callable[[str], str] | None, now: datetime) -> None:
+    """C2 while written: render a Markdown item's text so far (masked as it shows, X1) as its
+    final text is rendered, and keep it in ``shown`` with ``now``."""
+    shown.rendered = render(_shown_text(shown, redact, writing=True))
+    shown.rendered_at = now
 
 
 def _shown_text(shown: ShownText, redact: Callable[[str], str] | None, *, writing: bool) -> str:

@@ -27,12 +27,14 @@ class ReadStatus(enum.StrEnum):
     NO_ANSWER = "no_answer"  # the agent did not answer the read
     FAILED = "failed"  # the read failed in transfer
     VERSION = "version"  # refused for its wire version
+    UNAUTHORIZED = "unauthorized"  # the agent refused the gateway's token (D6)
 
 
 _FOOTER_KEYS = {
     ReadStatus.NO_LIST: "footer_no_list",
     ReadStatus.NO_ANSWER: "footer_no_answer",
     ReadStatus.FAILED: "footer_failed",
+    ReadStatus.UNAUTHORIZED: "agent_unauthorized",
 }
 
 
@@ -81,7 +83,8 @@ class Footer(Struct, kw_only=True):
     """The list's footer (L6); ``href`` reads the next page for "Load more".
 
     Attributes:
-        kind: `load_more`, `no_list`, `no_answer`, `failed` or `version` (L6).
+        kind: `load_more`, `no_list`, `no_answer`, `failed`, `version` (L6) or
+            `unauthorized` (the agent refused the gateway's token, D6).
         text: The footer's words.
         href: For `load_more`: the path reading the next page (with its cursor); else null.
     """

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable
+from datetime import datetime
 from typing import Final, NamedTuple
 
 from collie_gateway.core.redact import LiveMask
@@ -131,6 +132,8 @@ class ShownText:
         "cut",
         "limit",
         "live_change",
+        "rendered",
+        "rendered_at",
         "size",
     )
 
@@ -147,6 +150,10 @@ class ShownText:
         self._live: LiveMask | None = None  # the text masked as it is written, once asked
         # What the last ``feed`` added to ``live``'s text; None: ``live`` changed whole.
         self.live_change: str | None = ""
+        # A Markdown item being written: its text as last rendered for the phones (C2), and
+        # when; None: not rendered yet.
+        self.rendered: str | None = None
+        self.rendered_at: datetime | None = None
 
     @classmethod
     def of(cls, text: str, limit: int) -> ShownText:

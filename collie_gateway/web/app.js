@@ -213,7 +213,9 @@
     if (seq !== loadSeq) return;
     const toggle = h('input', { type: 'checkbox', id: 'pending-only', role: 'switch', checked: pending,
       onchange: (e) => { store.setItem('collie-pending-only', e.target.checked ? '1' : '0'); reload(); } });
-    const sections = data.sections.map((sec, i) => {
+    // A spaces section with no space (no --space) keeps its place (D7) but draws nothing.
+    const drawn = data.sections.filter((sec) => sec.rows || (sec.spaces && sec.spaces.length));
+    const sections = drawn.map((sec, i) => {
       const title = sec.title || (sec.spaces ? t('web_spaces') : '');
       const hid = 'sec-' + i;
       const body = sec.rows ? h('ul', { class: 'rows' }, sec.rows.map(agentRow))
@@ -296,7 +298,8 @@
     const closed = data.closed ? [h('h2', { id: 'closed-h', text: data.closed_label }),
       h('ul', { class: 'rows', id: 'closed-rows', 'aria-labelledby': 'closed-h' }, data.closed.map((r) => convRow(agent, r)))] : [];
     const footer = h('div', { class: 'footer', id: 'footer' });
-    drawFooter(footer, agent, data.footer);
+    // R5's box already says the version sentence: L6's version footer would say it twice.
+    drawFooter(footer, agent, data.warning && data.footer && data.footer.text === data.warning ? null : data.footer);
     show(top(h('h1', { text: agent }), '#/',
       data.new ? h('a', { class: 'button', href: hrefOf.new(agent), text: t('new_title') }) : null),
     data.warning ? h('p', { class: 'warning', role: 'alert', text: data.warning }) : null,
@@ -391,8 +394,10 @@
       drawDots();
     } else if (ev.type === 'chat.delta') {
       const line = st.data.lines.find((l) => l.id === d.item_id);
-      if (!line || line.html !== undefined) { if (!replay) chatAgain(); return; }
+      if (!line || (line.html !== undefined && line.final !== false)) { if (!replay) chatAgain(); return; }
       line.text = (line.text || '') + d.text;
+      // Markdown being written shows its render; the next one comes as a chat.item (C2).
+      if (line.html !== undefined) return;
       const el = document.getElementById('line-' + d.item_id);
       const txt = el && el.querySelector('.text');
       if (txt) txt.textContent = line.text; else putLine(line);

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -91,7 +92,10 @@ async def act_on(ask: AskHandle) -> None:
     """Wait for the answer and act on it once, even across restarts."""
     resolution = await ask.wait()  # after a restart: at once, with the recorded answer
     answer = resolution.answer
-    said = f": {answer.option or answer.text or answer.fields}" if answer else ""
+    said = ""
+    if answer is not None:
+        # A form's values as JSON, as the phone sent them: {"what": "milk", "loud": true}.
+        said = ": " + (answer.option or answer.text or json.dumps(answer.fields))
     # follow_up appends this notice once: a restart does not add it again.
     await ask.follow_up(f"{ask.ask.title} {resolution.how}{said}")
 

@@ -69,7 +69,7 @@ async def test_the_gateway_runs_restarts_and_logs_its_bridge(
     rig: Rig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", str(REPO))
-    caplog.set_level(logging.WARNING, logger="collie_gateway.bridge.claude")
+    caplog.set_level(logging.INFO, logger="collie_gateway.bridge.claude")
     entry = {
         "name": "claude",
         "acp": {
@@ -89,6 +89,9 @@ async def test_the_gateway_runs_restarts_and_logs_its_bridge(
     assert child.starts == 1
     serving = f"claude: bridge acp: serving scripted on {rig.tmp / 'claude.sock'}"
     await eventually(lambda: serving in caplog.messages)
+    # The bridge's ordinary output is INFO: it shows with -v only (issue 25.7).
+    [said] = [r for r in caplog.records if r.getMessage() == serving]
+    assert said.levelno == logging.INFO
     assert child.process is not None
     os.killpg(child.process.pid, signal.SIGKILL)  # the bridge and its agent
     await eventually(lambda: child.starts == 2, 30.0)

@@ -20,7 +20,8 @@ from tests.collie_gateway.processes import GatewayProcess
 
 class MemberProxy:
     """A member's phone API through a proxy: ``crew_route`` is ``pass`` (the member's own),
-    ``missing`` (404, as a Collie from before crews) or ``old`` (crew version 0).
+    ``missing`` (404, as a Collie from before crews, whose cards also carry no
+    ``answer_url``) or ``old`` (crew version 0).
     ``upstream_token``: sent to the member instead of what the lead sent."""
 
     def __init__(self, target: str, *, crew_route: str = "pass", upstream_token: str = "") -> None:
@@ -80,11 +81,25 @@ class MemberProxy:
                     async for chunk in upstream.content.iter_any():
                         await resp.write(chunk)
                 return resp
+            data = await upstream.read()
+            if self.crew_route == "missing" and upstream.content_type == "application/json":
+                data = json.dumps(_without(json.loads(data), "answer_url")).encode()
             return web.Response(
-                body=await upstream.read(),
+                body=data,
                 status=upstream.status,
-                content_type=upstream.content_type,
+                content_type="application/json"
+                if upstream.content_type == "application/json"
+                else upstream.content_type,
             )
+
+
+def _without(value: Any, key: str) -> Any:
+    """``value`` with ``key`` dropped from every object in it."""
+    if isinstance(value, dict):
+        return {k: _without(v, key) for k, v in value.items() if k != key}
+    if isinstance(value, list):
+        return [_without(v, key) for v in value]
+    return value
 
 
 def write_json(path: Path, data: object) -> Path:

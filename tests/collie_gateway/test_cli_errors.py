@@ -219,6 +219,7 @@ async def _gateway(
     """``collie-gateway serve`` on a Unix socket with a token; a session that sends it."""
     sock = tmp / "phone.sock"
     db = tmp / "state" / "g.db"
+    db.parent.mkdir(exist_ok=True)  # --db's folder must exist, as --unix's (issue 25.5)
     proc = await asyncio.create_subprocess_exec(
         *[sys.executable, "-m", "collie_gateway", "serve", "--sources", str(sources)],
         *["--db", str(db), "--unix", str(sock)],

@@ -142,6 +142,28 @@ async def _refused_and_nothing_sent(scene: Scene, machine: str, request_id: str)
     assert acts(scene.acts_log) == []
 
 
+@pytest.mark.parametrize("machine", ["old", "older", "noanswers"])
+async def test_W4_V2_a_card_on_the_lead_has_its_answer_url_and_says_T1s_last_row_first(
+    scene: Scene, machine: str
+) -> None:
+    """Issue 25.1: before any tap, a member's card on the lead carries the lead's answer URL
+    (a Collie from before crews gives none) and, as the member takes no answers there, is
+    frozen with T1's last row, as R2's card."""
+
+    async def waiting() -> bool:
+        rows = section(await scene.get("/api/v1/dashboard"), machine)["rows"]
+        return bool(rows) and rows[0]["waiting"] is True
+
+    await eventually(waiting, within=10)
+    chat = await scene.get(f"/api/v1/machines/{machine}/agents/mate/conversations/c1")
+    (card,) = chat["cards"]["cards"]
+    assert card["answer_url"] == f"/api/v1/machines/{machine}/agents/mate/asks/v1/answer"
+    assert card["answerable"] is False
+    assert card["outcome"]["line"] == OLDER
+    assert (card["outcome"]["frozen"], card["outcome"]["closed"]) == (True, False)
+    assert card["body"] is not None, "the options still show, frozen"
+
+
 async def test_V2_T1_last_row_a_member_without_the_crew_route(scene: Scene) -> None:
     await _refused_and_nothing_sent(scene, "old", "tap-old")
 

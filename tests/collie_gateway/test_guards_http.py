@@ -250,7 +250,7 @@ def _leaks(secret: str, kept: str, text: str) -> bool:
 
 
 async def test_X1_new_secret_families_masked_on_list_header_and_cards(rig: Rig) -> None:
-    assert len(NEW_FAMILIES) == 12
+    assert len(NEW_FAMILIES) >= 12  # the first families, and Discord webhooks since
     client, gw, _agent, conv = await start(rig)
     agent = rig.agents["desk"]
     for n, case in enumerate(NEW_FAMILIES):

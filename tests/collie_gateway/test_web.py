@@ -542,6 +542,33 @@ async def test_C2_hostile_markdown_runs_no_script(rig: Rig, browser: Browser, cl
     no_errors(page)
 
 
+async def test_C2_C3_markdown_shows_rendered_while_written(
+    rig: Rig, browser: Browser, closing: Any
+) -> None:
+    """Issue 25.2: the page draws a Markdown item being written from its ``html`` (no ``**``
+    or ``#`` shown), with the cursor, and its deltas read the chat no more."""
+    s = await site(rig, closing)
+    page = await open_chat(browser, s)
+    reads: list[str] = []
+    page.on(
+        "request", lambda r: reads.append(r.url) if r.url.endswith("/conversations/c1") else None
+    )
+    item = await s.conv.append(kind="markdown", final=False, id="plan")
+    await item.delta("# Plan\n\n- **first** step\n")
+    md = page.locator("#line-plan .md")
+    await expect(md.locator("h1")).to_have_text("Plan")
+    await expect(md.locator("strong")).to_have_text("first")
+    await expect(page.locator("#line-plan .cursor")).to_have_count(1)
+    for n in range(5):
+        await item.delta(f"- more {n}\n")
+    await item.finish()
+    await expect(md.locator("li")).to_have_count(6)
+    await expect(page.locator("#line-plan .cursor")).to_have_count(0)
+    assert "**" not in await md.inner_text()
+    assert reads == [], "a delta read the chat again"
+    no_errors(page)
+
+
 # --- off loopback: the token, once, in a header ----------------------------------------------
 
 

@@ -159,11 +159,25 @@ async def test_the_guide_step_by_step() -> None:
                 chat = await _until(http, chat_path, lambda b: len(b["cards"]["cards"]) == 4)
                 kinds = [c["kind"] for c in chat["cards"]["cards"]]
                 assert kinds == ["permission", "choice", "text", "form"]
+                # Collie's words on the buttons, the agent's label muted below (the guide).
+                buttons = chat["cards"]["cards"][0]["body"]["buttons"]
+                shown = [(b["label"], b["secondary"]) for b in buttons]
+                assert shown == [("Allow", "Read them"), ("Deny", "Don't")]
+                assert {r["badge"] for r in rows} == {chat["header"]["badge"]} == {"Experimental"}
 
                 out = await _script(moved, "answer.sh")
                 assert '"outcome":"accepted"' in out
                 said = "What shall I call you? answered: Ada"
                 await _until(http, chat_path, lambda b: said in _texts(b))
+                fields = {"fields": {"what": "milk", "loud": True}}
+                form = {"request_id": "tap-form", "version": 1, "answer": fields}
+                async with http.post(
+                    "/api/v1/agents/hello/asks/hello-form/answer", json=form
+                ) as resp:
+                    assert (await resp.json())["outcome"] == "accepted"
+                printed = 'Remind you of what? answered: {"what": "milk", "loud": true}'
+                await _until(http, chat_path, lambda b: printed in _texts(b))
+                assert f'prints it as that JSON: "{printed}"' in GUIDE.read_text("utf-8")
 
                 # A kill -9 and a start: the same asks, the answer acted on once.
                 await _end(agents[0], signal.SIGKILL)
@@ -181,7 +195,7 @@ async def test_the_guide_step_by_step() -> None:
                 chat = await _until(http, chat_path, lambda b: allowed in _texts(b))
                 assert _texts(chat).count(said) == 1, "a follow-up added twice"
                 ids = [c["ask_id"] for c in chat["cards"]["cards"] if c["outcome"] is None]
-                assert ids == ["hello-choice", "hello-form"]
+                assert ids == ["hello-choice"]
 
                 # A message, its streamed reply, and Stop (which also ends the open asks).
                 out = await _script(moved, "talk.sh")
