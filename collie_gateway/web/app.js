@@ -153,6 +153,7 @@
       if (parts[2] === 'new') return { screen: 'new', agent: parts[1] };
       return { screen: 'list', agent: parts[1] };
     }
+    if (parts[0] === 'notifications') return { screen: 'notifications' };
     return { screen: 'dashboard' };
   }
   function screenName() {
@@ -198,6 +199,7 @@
       if (r.screen === 'dashboard') await dashboard(seq);
       else if (r.screen === 'list') await list(seq, r.agent);
       else if (r.screen === 'chat') await chat(seq, r.agent, r.conv);
+      else if (r.screen === 'notifications') notifications();
       else await newPage(seq, r.agent);
     } catch (err) {
       if (seq === loadSeq) failed(err, r.screen === 'dashboard' ? null : '#/');
@@ -222,9 +224,10 @@
         : h('ul', { class: 'rows' }, (sec.spaces || []).map((sp) => h('li', { class: 'space', text: sp.name })));
       return h('section', { 'aria-labelledby': hid, 'data-kind': sec.kind }, h('h2', { id: hid, text: title }), body);
     });
-    show(top(h('h1', { text: t('web_title') })),
+    const notify = h('a', { class: 'button', href: '#/notifications', text: t('web_push_health') });
+    show(top(h('h1', { text: t('web_title') }), null, notify),
       h('label', { class: 'setting', for: 'pending-only' }, toggle, t('setting_pending_only')),
-      ...sections, notifications());
+      ...sections);
     view = { name: 'dashboard', live: (ev) => { if (ev.type === 'dashboard.row' || ev.type === 'list.reset') later(reload); } };
     replaySince(mark);
   }
@@ -245,8 +248,8 @@
       } })
       : null;
     healthLines(lines);
-    return h('section', { 'aria-labelledby': 'sec-notify', 'data-kind': 'notifications' },
-      h('h2', { id: 'sec-notify', text: t('web_push_health') }), button, status, lines);
+    show(top(h('h1', { text: t('web_push_health') }), '#/'), button, status, lines);
+    view = { name: 'notifications', live: () => {} };
   }
   async function healthLines(el) {
     const data = await api('/api/v1/push/health').catch(() => null);

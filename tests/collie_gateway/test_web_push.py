@@ -27,8 +27,10 @@ from fixtures.browser import PHONE, LiveGateway, chromium_path
 from push import (
     AskNotification,
     Content,
+    Delivery,
     Device,
     Notification,
+    Outcome,
     Provider,
     Withdrawal,
     webpush_message,
@@ -36,10 +38,13 @@ from push import (
 from tests.collie_gateway.push_fixtures import serve
 from tests.push.webpush_fakes import Browser
 
+# Ours only: Chromium may add its own "updated in the background" notice for a push that
+# showed nothing (the not-a-Collie-push test sends some), which carries no data of ours.
 NOTIFICATIONS = (
     "navigator.serviceWorker.getRegistration('/web/')"
     ".then(r => r.getNotifications())"
-    ".then(ns => ns.map(n => ({title: n.title, body: n.body, tag: n.tag, data: n.data})))"
+    ".then(ns => ns.filter(n => n.data && n.data.type)"
+    ".map(n => ({title: n.title, body: n.body, tag: n.tag, data: n.data})))"
 )
 READY = """navigator.serviceWorker.register('/web/sw.js').then(r => new Promise(done => {
   const w = r.installing || r.waiting || r.active;
@@ -206,10 +211,20 @@ async def test_the_page_installs_registers_its_worker_and_shows_a_push(tmp_path:
                 "fetch(document.querySelector('link[rel=manifest]').href).then(r => r.json())"
             )
             assert (manifest["name"], manifest["display"]) == ("Collie", "standalone")
+            assert live.gateway is not None  # a silent outage, as the page shows it
+            failure = Delivery.of(DEVICE, Outcome.FAILED, "HTTP 503", status=503)
+            await live.gateway.pushing.health.record([DEVICE], failure)
+            await page.get_by_role("link", name="Notifications").click()
+            health = page.locator("#push-health li")
+            await expect(health).to_have_count(1, timeout=10_000)
+            await expect(health).to_contain_text("Web Push: failing since ")
+            await expect(health).to_contain_text("(HTTP 503)")
             await page.get_by_role("button", name="Notifications on this device").click()
             status = page.locator("#notify-status")
             # Headless Chromium has no push service: the subscription is refused, and said.
-            await expect(status).to_have_text("Notifications could not be turned on.")
+            await expect(status).to_have_text(
+                "Notifications could not be turned on.", timeout=20_000
+            )
             worker = await attach(page, cdp, origin)
             await worker.push(ask(1))
             [note] = await worker.shown(1)
