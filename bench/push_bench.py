@@ -2,7 +2,10 @@
 
 Prints how many pushes the limits let through (and why the rest were quiet), decisions per
 second, the limiter's cost per ask beside a baseline loop doing the same bookkeeping with no
-limiter, and the cost of building the APNs payload for each push sent.
+limiter, and the cost of building the APNs payload for each push sent. Issue 22: beside it, in
+the same run, the cost of a Web Push for the same pushes — the payload, its ``aes128gcm``
+encryption (a fresh P-256 key and ECDH per push) and the VAPID signature (once per origin
+while it lives; also shown signed for every push).
 
 Run: ``python bench/push_bench.py [--asks 10000] [--agents 50] [--panes 5]``.
 """
@@ -14,6 +17,8 @@ import random
 import time
 from collections import Counter
 
+from cryptography.hazmat.primitives.asymmetric import ec
+
 from collie_gateway.strings import Catalogue
 from push import (
     AskNotification,
@@ -23,8 +28,12 @@ from push import (
     PushLimiter,
     Quiet,
     Summary,
+    WebPushClient,
     apns_request,
+    vapid,
 )
+from push.webpush import encrypt
+from push.webpush import subscription_keys as keys_of
 
 TARGET_US = 20.0
 
@@ -39,6 +48,42 @@ def burst(asks: int, agents: int, panes: int, seed: int) -> list[tuple[str, str,
         pane = rng.randrange(panes)
         out.append((f"m/a{agent}/c{pane}", f"m/a{agent}", start + 60.0 * i / asks))
     return out
+
+
+def webpush_costs(sent: list[tuple[str, str, float]], content: Content) -> dict[str, float]:
+    """Seconds for the Web Push of every push sent: encrypted and signed as the client does
+    (one VAPID token per origin), and the parts alone."""
+    browser = ec.generate_private_key(ec.SECP256R1())  # the subscription's, as a browser's
+    keys = keys_of(vapid.public_key(browser.public_key()), "BTBZMqHH6r4Tts7J_aSIgg")
+    device = Device(
+        id="w1", provider=Provider.WEBPUSH, token="https://push.example.org/p/1",
+        registered_at=0.0, webpush=keys,
+    )  # fmt: skip
+    key = vapid.generate()
+    client = WebPushClient(vapid_key=key, subject="mailto:bench@collie.test", content=content)
+    notes = [
+        AskNotification(
+            machine="m", agent=agent, conversation=pane, ask="a", pane_key=pane, pane="Notes",
+            title="Run ls?", line="In ~/notes",
+        )
+        for pane, agent, _ in sent
+    ]  # fmt: skip
+    costs: dict[str, float] = {}
+    t0 = time.perf_counter()
+    for note in notes:
+        client.request(device, note)
+        client.authorization(device.token)
+    costs["Web Push per push sent"] = time.perf_counter() - t0
+    plain = b"x" * 300
+    t0 = time.perf_counter()
+    for _ in notes:
+        encrypt(keys, plain)
+    costs["  of which aes128gcm (300 B)"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in notes:
+        vapid.authorization(key, "https://push.example.org", subject="mailto:b@c.d", now=0.0)
+    costs["  VAPID signed every push"] = time.perf_counter() - t0
+    return costs
 
 
 def main() -> None:
@@ -84,6 +129,7 @@ def main() -> None:
         )  # fmt: skip
         apns_request(device, note, topic="app.collie", content=content, now=now)
     payloads = time.perf_counter() - t0
+    web = webpush_costs(sent, content)
 
     per_ask = elapsed / len(asks) * 1e6
     print(f"== a burst of {len(asks):,} asks from {args.agents} agents in one minute")
@@ -95,6 +141,8 @@ def main() -> None:
     print(f"  baseline (two dict counts)     {baseline / len(asks) * 1e6:.2f} µs per ask")
     print(f"  ratio limiter / baseline       {elapsed / baseline:.1f}x")
     print(f"  APNs payload per push sent     {payloads / max(1, len(sent)) * 1e6:.1f} µs")
+    for label, seconds in web.items():
+        print(f"  {label:<30} {seconds / max(1, len(sent)) * 1e6:.1f} µs")
     verdict = "MET" if per_ask < TARGET_US else "MISSED"
     print(f"  target < {TARGET_US:.0f} µs per ask          {verdict}")
 

@@ -23,18 +23,29 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from collie_gateway import phones_cli, serving
 from collie_gateway.core.phones import spaced_fingerprint
 from collie_gateway.core.redact import redactor_from_env
 from collie_gateway.errors import ConfigError, GatewayError
 from collie_gateway.http.app import create_app
+from collie_gateway.services.pushing import VAPID_SUBJECT
 from collie_gateway.services.targets import PushTargets, TargetsFactory
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
 from collie_gateway.store.database import Database
-from collie_gateway.strings import Catalogues, canonical
-from push import ApnsClient, Content, FcmClient, Provider, PushSender, ServiceAccount, WebhookTarget
+from collie_gateway.strings import Catalogue, Catalogues, canonical
+from push import (
+    ApnsClient,
+    Content,
+    FcmClient,
+    Provider,
+    PushSender,
+    ServiceAccount,
+    WebhookTarget,
+    WebPushClient,
+)
 from push.apns import PRODUCTION_URL as APNS_PRODUCTION_URL
 from push.apns import SANDBOX_URL as APNS_SANDBOX_URL
 from push.fcm import FCM_URL
@@ -100,7 +111,37 @@ def _parser() -> argparse.ArgumentParser:
     )
     _bridge_parser(sub)
     phones_cli.add_commands(sub)
+    _relay_parser(sub)
     return parser
+
+
+def _relay_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``relay``: the push relay an app's publisher runs (push/relay)."""
+    from push.relay.cli import add_arguments
+
+    relay = sub.add_parser(
+        "relay",
+        help="run the push relay for the native app (APNs/FCM credentials: as for serve)",
+        description="A Web Push service in front of APNs and FCM that forwards encrypted "
+        "pushes it cannot read. Credentials come from COLLIE_APNS_* and "
+        "COLLIE_FCM_SERVICE_ACCOUNT, as for serve.",
+    )
+    add_arguments(relay)
+
+
+def _relay(args: argparse.Namespace) -> int:
+    from push.relay.cli import run
+
+    factory = push_targets_from_env(os.environ)
+    credentials = ("COLLIE_APNS_KEY_FILE", "COLLIE_FCM_SERVICE_ACCOUNT")
+    if factory is None or not any(os.environ.get(name) for name in credentials):
+        raise ConfigError("the relay needs APNs or FCM credentials (COLLIE_APNS_*, COLLIE_FCM_*)")
+    content = Content(strings=Catalogue())
+    return run(
+        args,
+        lambda: factory(content).senders,
+        lambda app, host, port: serving.serve(app, host=host, port=port),
+    )
 
 
 def _bridge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -175,8 +216,10 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
     ``COLLIE_APNS_TOPIC``. FCM: ``COLLIE_FCM_SERVICE_ACCOUNT`` (the JSON file). Webhook (S6):
     ``COLLIE_WEBHOOK_URL`` and ``COLLIE_WEBHOOK_SECRETS`` (comma-separated, newest first).
     Elsewhere than Google's and Apple's hosts (a relay, a test double): ``COLLIE_APNS_URL``,
-    ``COLLIE_FCM_URL``, and ``COLLIE_PUSH_CA_FILE`` (PEM: the CAs trusted for APNs, FCM and
-    webhooks instead of the system's).
+    ``COLLIE_FCM_URL``, and ``COLLIE_PUSH_CA_FILE`` (PEM: the CAs trusted for APNs, FCM, Web
+    Push services and webhooks instead of the system's). Web Push needs no credentials (the
+    gateway's VAPID key is in its store); ``COLLIE_VAPID_SUBJECT`` is the contact its pushes
+    name (``mailto:`` or ``https://``).
 
     Raises:
         ConfigError: a setting is missing its partners, or a file cannot be read.
@@ -190,7 +233,11 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
     hook_secrets = [s for s in environ.get("COLLIE_WEBHOOK_SECRETS", "").split(",") if s]
     if hook_url and not hook_secrets:
         raise ConfigError("COLLIE_WEBHOOK_URL needs COLLIE_WEBHOOK_SECRETS")
-    if not (apns_set or fcm_file or hook_url):
+    subject = environ.get("COLLIE_VAPID_SUBJECT") or VAPID_SUBJECT
+    if not subject.startswith(("mailto:", "https://")):
+        raise ConfigError(f"COLLIE_VAPID_SUBJECT is a mailto: or https:// contact: {subject!r}")
+    ca_file = environ.get("COLLIE_PUSH_CA_FILE")
+    if not (apns_set or fcm_file or hook_url or ca_file or environ.get("COLLIE_VAPID_SUBJECT")):
         return None
     try:
         apns_pem = Path(environ["COLLIE_APNS_KEY_FILE"]).read_bytes() if apns_set else None
@@ -198,7 +245,6 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"push credentials: {exc}") from None
     apns_url, fcm_url = environ.get("COLLIE_APNS_URL"), environ.get("COLLIE_FCM_URL")
-    ca_file = environ.get("COLLIE_PUSH_CA_FILE")
     try:
         verify: ssl.SSLContext | bool = (
             ssl.create_default_context(cafile=ca_file) if ca_file else True
@@ -225,7 +271,11 @@ def push_targets_from_env(environ: Mapping[str, str]) -> TargetsFactory | None:
                 account, content=content, verify=verify, base_url=fcm_url or FCM_URL
             )
         hooks = [WebhookTarget(hook_url, hook_secrets, verify=verify)] if hook_url else []
-        return PushTargets(senders=senders, webhooks=hooks)
+
+        def webpush(key: ec.EllipticCurvePrivateKey) -> PushSender:
+            return WebPushClient(vapid_key=key, subject=subject, content=content, verify=verify)
+
+        return PushTargets(senders=senders, webhooks=hooks, webpush=webpush)
 
     return build
 
@@ -447,6 +497,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_args(args)
             args.db = args.db or Path("collie.db")
             return _serve(_settings(args, args.sources))
+        if args.command == "relay":
+            return _relay(args)
         return _demo(args)
     except (GatewayError, ValueError) as exc:
         print(f"collie-gateway: {exc}", file=sys.stderr)

@@ -1,8 +1,9 @@
-"""Push for Collie: the limits (P1), once per ask (P3), payloads (P2, X1), the APNs and FCM
-senders, and signed webhooks (S6). It never imports ``collie_gateway``.
+"""Push for Collie: the limits (P1), once per ask (P3), payloads (P2, X1), the APNs, FCM and
+Web Push senders, withdrawals, the relay, and signed webhooks (S6). It never imports
+``collie_gateway``.
 
-Pure: ``limits``, ``payloads``, ``models``, ``errors``, ``once``. I/O: ``apns``, ``fcm``,
-``sender``, ``webhook``.
+Pure: ``limits``, ``payloads``, ``models``, ``errors``, ``once``, ``vapid``, ``health``. I/O:
+``apns``, ``fcm``, ``webpush``, ``sender``, ``webhook``, ``relay`` (a server).
 """
 
 from __future__ import annotations
@@ -19,16 +20,23 @@ from push.errors import (
     Throttled,
 )
 from push.fcm import FcmClient, ServiceAccount
+from push.health import PushHealth
 from push.limits import Decision, PushLimiter, Quiet, QuietReason, Send, Summary
 from push.models import (
     AskNotification,
     Delivery,
     Device,
     Environment,
+    Forwarded,
     ManyAsksNotification,
+    Message,
     Notification,
     Outcome,
+    PingNotification,
     Provider,
+    Urgency,
+    WebPushKeys,
+    Withdrawal,
 )
 from push.once import once_key
 from push.payloads import (
@@ -36,6 +44,7 @@ from push.payloads import (
     ApnsRequest,
     Content,
     Strings,
+    WebPushMessage,
     apns_id,
     apns_request,
     clean,
@@ -44,7 +53,9 @@ from push.payloads import (
     fcm_message,
     open_envelope,
     seal,
+    topic,
     valid_apns_token,
+    webpush_message,
 )
 from push.sender import Dispatcher, OnDelivery, PushSender
 from push.webhook import (
@@ -56,6 +67,7 @@ from push.webhook import (
     verify,
     webhook_id,
 )
+from push.webpush import WebPushClient, check_endpoint, subscription_keys
 
 __all__ = [
     "DEFAULT_TTL",
@@ -72,14 +84,18 @@ __all__ = [
     "Duplicate",
     "Environment",
     "FcmClient",
+    "Forwarded",
     "ManyAsksNotification",
+    "Message",
     "Notification",
     "OnDelivery",
     "Outcome",
     "PayloadTooLarge",
+    "PingNotification",
     "Provider",
     "ProviderError",
     "PushError",
+    "PushHealth",
     "PushLimiter",
     "PushSender",
     "Quiet",
@@ -92,10 +108,16 @@ __all__ = [
     "Strings",
     "Summary",
     "Throttled",
+    "Urgency",
+    "WebPushClient",
+    "WebPushKeys",
+    "WebPushMessage",
     "WebhookResult",
     "WebhookTarget",
+    "Withdrawal",
     "apns_id",
     "apns_request",
+    "check_endpoint",
     "clean",
     "collapse_id",
     "cut",
@@ -104,7 +126,10 @@ __all__ = [
     "open_envelope",
     "seal",
     "sign",
+    "subscription_keys",
+    "topic",
     "valid_apns_token",
     "verify",
     "webhook_id",
+    "webpush_message",
 ]

@@ -23,9 +23,11 @@ def _signing_input(header: Mapping[str, object], claims: Mapping[str, object]) -
     return f"{part(header)}.{part(claims)}".encode("ascii")
 
 
-def es256(key: ec.EllipticCurvePrivateKey, kid: str, claims: Mapping[str, object]) -> str:
-    """A JWT signed ES256 (P-256, raw r||s signature as JWS requires)."""
-    signing_input = _signing_input({"alg": "ES256", "kid": kid}, claims)
+def es256(key: ec.EllipticCurvePrivateKey, kid: str | None, claims: Mapping[str, object]) -> str:
+    """A JWT signed ES256 (P-256, raw r||s signature as JWS requires); without a ``kid``
+    the header is ``{"alg":"ES256","typ":"JWT"}`` (VAPID, RFC 8292 §2)."""
+    header = {"alg": "ES256", "kid": kid} if kid is not None else {"alg": "ES256", "typ": "JWT"}
+    signing_input = _signing_input(header, claims)
     r, s = decode_dss_signature(key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
     raw = r.to_bytes(32, "big") + s.to_bytes(32, "big")
     return f"{signing_input.decode('ascii')}.{b64url(raw)}"

@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from push._jwt import es256
 from push._retry import RetryPolicy, parse_retry_after
 from push.errors import PayloadTooLarge
-from push.models import Delivery, Device, Environment, Notification, Outcome, Provider
+from push.models import Delivery, Device, Environment, Message, Outcome, Provider
 from push.payloads import Content, apns_request, valid_apns_token
 from push.payloads import apns_id as stable_apns_id
 
@@ -155,7 +155,7 @@ class ApnsClient:
         if self._token is not None and self._token.jwt == rejected:
             self._mint(self._clock())
 
-    async def send(self, device: Device, note: Notification) -> Delivery:
+    async def send(self, device: Device, note: Message) -> Delivery:
         """Send ``note`` to ``device``; the outcome, never an exception for it."""
         if device.provider is not Provider.APNS:
             return Delivery.of(device, Outcome.FAILED, reason="not an APNs device")

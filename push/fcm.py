@@ -32,8 +32,9 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from push._jwt import rs256
 from push._retry import RetryPolicy, parse_retry_after
+from push._session import OwnedSession
 from push.errors import PayloadTooLarge
-from push.models import Delivery, Device, Notification, Outcome, Provider
+from push.models import Delivery, Device, Message, Outcome, Provider
 from push.payloads import Content, fcm_message
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ class _FcmError:
         return cls(code, token_invalid)
 
 
-class FcmClient:
+class FcmClient(OwnedSession):
     """Sends notifications through FCM HTTP v1; one instance per Firebase project.
 
     Usage::
@@ -169,10 +170,8 @@ class FcmClient:
         rng: Callable[[], float] = random.random,
     ) -> None:
         self._account = account
-        self._verify = verify
         self._content = content
-        self._session = session
-        self._owns_session = session is None
+        self._own(session, verify=verify, timeout=timeout)
         project = quote(account.project_id, safe="")
         self._send_url = f"{base_url.rstrip('/')}/v1/projects/{project}/messages:send"
         self._timeout = timeout
@@ -184,26 +183,6 @@ class FcmClient:
         self._access: _Access | None = None
         self._token_lock = asyncio.Lock()
         self.tokens_fetched = 0
-
-    async def __aenter__(self) -> FcmClient:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the client's own session (a session passed in stays open)."""
-        if self._owns_session and self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self._timeout),
-                connector=aiohttp.TCPConnector(ssl=self._verify),
-            )
-        return self._session
 
     async def _access_token(self) -> str:
         """The OAuth access token, fetched only when missing or about to expire; one
@@ -261,7 +240,7 @@ class FcmClient:
         self.tokens_fetched += 1
         return _Access(token, now + float(expires_in))
 
-    async def send(self, device: Device, note: Notification) -> Delivery:
+    async def send(self, device: Device, note: Message) -> Delivery:
         """Send ``note`` to ``device``; the outcome, never an exception for it."""
         if device.provider is not Provider.FCM:
             return Delivery.of(device, Outcome.FAILED, reason="not an FCM device")

@@ -29,13 +29,28 @@ from typing import Final, Protocol
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from push.errors import PayloadTooLarge
-from push.models import AskNotification, Device, Notification
+from push.models import (
+    AskNotification,
+    Device,
+    Forwarded,
+    Message,
+    Notification,
+    PingNotification,
+    Urgency,
+    Withdrawal,
+)
 
 TITLE_MAX: Final = 60  # spec P2
 LINE_MAX: Final = 120  # spec P2
 PANE_MAX: Final = 60  # ours: a pane's name is cut like a title
 APNS_MAX_PAYLOAD: Final = 4096  # Apple: alert notifications
 FCM_MAX_PAYLOAD: Final = 4096  # FCM: data and notification of one message
+# A relayed Web Push body travels base64 inside an APNs or FCM payload of 4096 bytes: the
+# relay takes bodies up to RELAY_MAX_BODY, so every Web Push plaintext the gateway makes
+# fits it (body = 86 header + plaintext + 1 delimiter + 16 tag, RFC 8188 §2).
+RELAY_MAX_BODY: Final = 2816
+WEBPUSH_MAX_PLAINTEXT: Final = RELAY_MAX_BODY - 86 - 1 - 16
+TOPIC_CHARS: Final = 32  # RFC 8030 §5.4: at most 32 base64url characters
 ENVELOPE_VERSION: Final = 1
 NONCE_BYTES: Final = 12
 ELLIPSIS: Final = "…"
@@ -80,9 +95,10 @@ def _identity(text: str) -> str:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Content:
     """How pushes are worded: the catalogue (keys ``push_permission``, ``push_many``,
-    ``push_private``) of the default language and of each other language by tag, the secret
-    masking function, and how long a push without a deadline may wait for a phone that is
-    offline (``DEFAULT_TTL``, an hour; 0: APNs and FCM try once and do not store it).
+    ``push_test``, ``push_private``) of the default language and of each other language by
+    tag, the secret masking function, and how long a push without a deadline may wait for a
+    phone that is offline (``DEFAULT_TTL``, an hour; 0: APNs and FCM try once and do not
+    store it).
 
     Usage: ``Content(strings=Catalogue(), languages={"it": Catalogue(lang="it")})``.
     """
@@ -120,12 +136,13 @@ def valid_apns_token(token: str) -> bool:
     return _APNS_TOKEN.fullmatch(token) is not None
 
 
-def collapse_id(note: Notification, key: bytes | None = None) -> str:
-    """The collapse id: one per pane for an ask, one per agent for the many-asks push.
+def collapse_id(note: Notification | Withdrawal, key: bytes | None = None) -> str:
+    """The collapse id: one per pane for an ask (and its withdrawal), one per agent for the
+    many-asks push.
 
     Keyed with the device's envelope key when it has one, so the id reveals nothing.
     """
-    if isinstance(note, AskNotification):
+    if isinstance(note, AskNotification | Withdrawal):
         scope = json.dumps(["pane", note.pane_key], ensure_ascii=False)
     else:
         scope = json.dumps(["agent", note.machine, note.agent], ensure_ascii=False)
@@ -135,12 +152,33 @@ def collapse_id(note: Notification, key: bytes | None = None) -> str:
     return hashlib.sha256(b"collie-collapse\0" + data).hexdigest()[:32]
 
 
-def apns_id(note: Notification, device: Device) -> str:
+def apns_id(note: Message, device: Device) -> str:
     """The ``apns-id`` of ``note`` to ``device``: derived from the note's ``push_id`` (the
-    same in every run, so a push sent again after a restart shows once), else random."""
+    same in every run, so a push sent again after a restart shows once), else random. A
+    withdrawal has its own id beside its ask's; a relayed message keeps the relay's."""
+    if isinstance(note, Forwarded):
+        return note.message_id or str(uuid.uuid4())
     if note.push_id is None:
         return str(uuid.uuid4())
-    return str(uuid.uuid5(_APNS_ID_NAMESPACE, f"{note.push_id}\0{device.id}"))
+    name = f"{note.push_id}\0{device.id}"
+    if isinstance(note, Withdrawal):
+        name += "\0withdraw"
+    return str(uuid.uuid5(_APNS_ID_NAMESPACE, name))
+
+
+def topic(note: Notification | Withdrawal, key: bytes | None = None) -> str:
+    """The Web Push ``Topic`` of ``note`` (RFC 8030 §5.4): one per ask, the same for the
+    ask's withdrawal, so a withdrawal replaces an ask push the service still holds. 32
+    base64url characters, keyed like :func:`collapse_id`."""
+    if note.push_id is not None:
+        scope = json.dumps(["push", note.push_id], ensure_ascii=False)
+    elif isinstance(note, AskNotification | Withdrawal):
+        scope = json.dumps(["ask", note.machine, note.agent, note.conversation, note.ask])
+    else:
+        scope = json.dumps(["agent", note.machine, note.agent], ensure_ascii=False)
+    data = b"collie-topic\0" + scope.encode()
+    digest = hmac.new(key, data, hashlib.sha256).digest() if key else hashlib.sha256(data).digest()
+    return base64.urlsafe_b64encode(digest[:24]).decode("ascii")
 
 
 def seal(key: bytes, device_id: str, plaintext: bytes, *, nonce: bytes | None = None) -> str:
@@ -197,6 +235,8 @@ class _Source:
         pane = cut(self.pane, pane_max)
         if isinstance(self.note, AskNotification):
             headline = self.strings["push_permission"].format(pane=pane)
+        elif isinstance(self.note, PingNotification):
+            headline = self.strings["push_test"].format(host=pane)
         else:
             headline = self.strings["push_many"].format(host=pane)
         return _Texts(headline, cut(self.title, title_max), cut(self.line, line_max), pane)
@@ -239,16 +279,17 @@ def _json(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _ids(note: Notification) -> dict[str, str]:
-    if isinstance(note, AskNotification):
+def _ids(note: Notification | Withdrawal) -> dict[str, str]:
+    if isinstance(note, AskNotification | Withdrawal):
         return {
-            "type": "ask",
+            "type": "withdraw" if isinstance(note, Withdrawal) else "ask",
             "machine": note.machine,
             "agent": note.agent,
             "conversation": note.conversation,
             "ask": note.ask,
         }
-    return {"type": "many", "machine": note.machine, "agent": note.agent}
+    kind = "test" if isinstance(note, PingNotification) else "many"
+    return {"type": kind, "machine": note.machine, "agent": note.agent}
 
 
 def _envelope(device: Device, note: Notification, texts: _Texts) -> str:
@@ -259,8 +300,8 @@ def _envelope(device: Device, note: Notification, texts: _Texts) -> str:
     return seal(device.key, device.id, _json(inner))
 
 
-def _expiry(note: Notification, content: Content, now: float) -> float | None:
-    if note.deadline is not None:
+def _expiry(note: Notification | Withdrawal, content: Content, now: float) -> float | None:
+    if not isinstance(note, Withdrawal) and note.deadline is not None:
         return note.deadline
     if content.default_ttl > 0:
         return now + content.default_ttl
@@ -281,13 +322,81 @@ class ApnsRequest:
 
 def apns_request(
     device: Device,
+    note: Message,
+    *,
+    topic: str,
+    content: Content,
+    now: float,
+) -> ApnsRequest:
+    """The APNs request for ``note`` to ``device``: an alert for a notification or an
+    alerting relayed message, a background push (``content-available``, priority 5) for a
+    withdrawal or a silent relayed message.
+
+    Raises:
+        PayloadTooLarge: the payload cannot fit 4096 bytes.
+    """
+    if isinstance(note, Withdrawal):
+        return _apns_withdrawal(device, note, topic=topic, content=content, now=now)
+    if isinstance(note, Forwarded):
+        return _apns_forwarded(device, note, topic=topic, content=content, now=now)
+    return _apns_alert(device, note, topic=topic, content=content, now=now)
+
+
+def _apns_headers(topic: str, expiry: float | None, *, silent: bool) -> dict[str, str]:
+    return {
+        "apns-push-type": "background" if silent else "alert",
+        "apns-priority": "5" if silent else "10",
+        "apns-expiration": str(max(0, math.ceil(expiry))) if expiry is not None else "0",
+        "apns-topic": topic,
+        "content-type": "application/json",
+    }
+
+
+def _checked(body: bytes, limit: int) -> bytes:
+    if len(body) > limit:
+        raise PayloadTooLarge(f"{len(body)} bytes, over {limit}")
+    return body
+
+
+def _apns_withdrawal(
+    device: Device, note: Withdrawal, *, topic: str, content: Content, now: float
+) -> ApnsRequest:
+    cid = collapse_id(note, device.key)
+    inner: dict[str, object] = {**_ids(note), "thread": cid}
+    collie: dict[str, object] = inner
+    if device.key is not None:
+        collie = {"e": seal(device.key, device.id, _json({"v": ENVELOPE_VERSION, **inner}))}
+    body = _json({"aps": {"content-available": 1}, "collie": collie})
+    headers = _apns_headers(topic, _expiry(note, content, now), silent=True)
+    return ApnsRequest(f"/3/device/{device.token}", headers, _checked(body, APNS_MAX_PAYLOAD))
+
+
+def _apns_forwarded(
+    device: Device, note: Forwarded, *, topic: str, content: Content, now: float
+) -> ApnsRequest:
+    sealed = base64.b64encode(note.body).decode("ascii")
+    aps: dict[str, object] = {"content-available": 1}
+    if not note.silent:
+        title = content.words(device)["push_private"]
+        aps = {"alert": {"title": title}, "mutable-content": 1}
+        aps["sound"] = "default"
+    body = _json({"aps": aps, "collie": {"w": sealed}})
+    expiry = now + note.ttl if note.ttl > 0 else None
+    headers = _apns_headers(topic, expiry, silent=note.silent)
+    if note.topic and not note.silent:
+        headers["apns-collapse-id"] = note.topic
+    return ApnsRequest(f"/3/device/{device.token}", headers, _checked(body, APNS_MAX_PAYLOAD))
+
+
+def _apns_alert(
+    device: Device,
     note: Notification,
     *,
     topic: str,
     content: Content,
     now: float,
 ) -> ApnsRequest:
-    """The APNs request for ``note`` to ``device``.
+    """The APNs alert for ``note`` to ``device``.
 
     ``apns-expiration`` is the ask's deadline in unix seconds (rounded up), else
     ``now + content.default_ttl``, else 0.
@@ -314,15 +423,8 @@ def apns_request(
         return _json({"aps": aps, "collie": _ids(note)})
 
     body = build(_fit(_Source(note, content, strings), build, APNS_MAX_PAYLOAD))
-    expiry = _expiry(note, content, now)
-    headers = {
-        "apns-push-type": "alert",
-        "apns-priority": "10",
-        "apns-expiration": str(max(0, math.ceil(expiry))) if expiry is not None else "0",
-        "apns-collapse-id": cid,
-        "apns-topic": topic,
-        "content-type": "application/json",
-    }
+    headers = _apns_headers(topic, _expiry(note, content, now), silent=False)
+    headers["apns-collapse-id"] = cid
     return ApnsRequest(f"/3/device/{device.token}", headers, body)
 
 
@@ -331,12 +433,48 @@ def apns_request(
 
 def fcm_message(
     device: Device,
+    note: Message,
+    *,
+    content: Content,
+    now: float,
+) -> dict[str, object]:
+    """The FCM HTTP v1 request body ``{"message": …}`` for ``note`` to ``device``: a
+    notification message for a notification, a data message for a withdrawal (normal
+    priority) or a relayed message (its ciphertext base64 in ``data.w``).
+
+    Raises:
+        PayloadTooLarge: the message cannot fit 4096 bytes.
+    """
+    if isinstance(note, Notification):
+        return _fcm_alert(device, note, content=content, now=now)
+    if isinstance(note, Withdrawal):
+        cid = collapse_id(note, device.key)
+        data = {**_ids(note), "tag": cid}
+        if device.key is not None:
+            inner = _json({"v": ENVELOPE_VERSION, **data})
+            data = {"e": seal(device.key, device.id, inner)}
+        expiry = _expiry(note, content, now)
+        ttl = max(0, math.ceil(expiry - now)) if expiry is not None else 0
+        priority, collapse = "normal", None
+    else:
+        data = {"w": base64.b64encode(note.body).decode("ascii")}
+        ttl, collapse = note.ttl, note.topic
+        priority = "normal" if note.silent else "high"
+    _checked(_json(data), FCM_MAX_PAYLOAD)
+    android: dict[str, object] = {"priority": priority, "ttl": f"{ttl}s"}
+    if collapse:
+        android["collapse_key"] = collapse
+    return {"message": {"token": device.token, "data": data, "android": android}}
+
+
+def _fcm_alert(
+    device: Device,
     note: Notification,
     *,
     content: Content,
     now: float,
 ) -> dict[str, object]:
-    """The FCM HTTP v1 request body ``{"message": …}`` for ``note`` to ``device``.
+    """The FCM notification message for ``note`` to ``device``.
 
     ``android.ttl`` runs to the ask's deadline (rounded up, at least 0 s), else
     ``content.default_ttl``.
@@ -378,3 +516,63 @@ def fcm_message(
             },
         }
     }
+
+
+# --- Web Push --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WebPushMessage:
+    """One Web Push message before encryption: the plaintext the service worker reads, and
+    the ``TTL``, ``Urgency`` and ``Topic`` headers (RFC 8030 §5)."""
+
+    plaintext: bytes
+    ttl: int
+    urgency: Urgency
+    topic: str
+
+
+def webpush_message(
+    device: Device,
+    note: Notification | Withdrawal,
+    *,
+    content: Content,
+    now: float,
+) -> WebPushMessage:
+    """The Web Push message for ``note`` to ``device``: a UTF-8 JSON object
+    ``{"v":1,"type":"ask"|"many"|"withdraw"|"private","tag",…}`` (``tag``: the
+    notification's tag, per pane as APNs' collapse id). An ask or the many-asks push has
+    ``title`` and ``body`` and the ids, at high urgency; a withdrawal names the ask, at low
+    urgency, under the ask's Topic. A device with an envelope key gets ``push_private`` as
+    the title and the rest in ``e`` (the private envelope).
+
+    Raises:
+        PayloadTooLarge: the plaintext cannot fit ``WEBPUSH_MAX_PLAINTEXT`` bytes.
+    """
+    cid = collapse_id(note, device.key)
+    expiry = _expiry(note, content, now)
+    ttl = max(0, math.ceil(expiry - now)) if expiry is not None else 0
+    key = topic(note, device.key)
+    if isinstance(note, Withdrawal):
+        inner: dict[str, object] = {"v": ENVELOPE_VERSION, **_ids(note), "tag": cid}
+        if device.key is not None:
+            sealed = seal(device.key, device.id, _json(inner))
+            inner = {"v": ENVELOPE_VERSION, "type": "withdraw", "tag": cid, "e": sealed}
+        plain = _checked(_json(inner), WEBPUSH_MAX_PLAINTEXT)
+        return WebPushMessage(plain, ttl, Urgency.LOW, key)
+
+    strings = content.words(device)
+
+    def build(texts: _Texts) -> bytes:
+        if device.key is not None:
+            title = strings["push_private"]
+            return _json(
+                {"v": ENVELOPE_VERSION, "type": "private", "tag": cid, "title": title,
+                 "e": _envelope(device, note, texts)}
+            )  # fmt: skip
+        body = "\n".join(t for t in (texts.title, texts.line) if t)
+        shown = {"v": ENVELOPE_VERSION, **_ids(note), "tag": cid, "title": texts.headline}
+        return _json({**shown, "body": body})
+
+    plain = build(_fit(_Source(note, content, strings), build, WEBPUSH_MAX_PLAINTEXT))
+    return WebPushMessage(plain, ttl, Urgency.HIGH, key)

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Final, Protocol
 
-from push.models import Delivery, Device, Notification, Outcome, Provider
+from push.models import Delivery, Device, Message, Outcome, Provider
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ class PushSender(Protocol):
     """Sends one notification to one device. ``send`` returns the outcome and never
     raises for it; APNs, FCM and a future relay all fit here."""
 
-    async def send(self, device: Device, note: Notification) -> Delivery:
+    async def send(self, device: Device, note: Message) -> Delivery:
         """Send ``note`` to ``device``."""
         ...
 
@@ -72,7 +72,7 @@ class Dispatcher:
     def dispatch(
         self,
         devices: Iterable[Device],
-        note: Notification,
+        note: Message,
         on_delivery: OnDelivery | None = None,
     ) -> int:
         """Schedule ``note`` to every device; the number scheduled. Never raises. Each
@@ -104,7 +104,7 @@ class Dispatcher:
             task.cancel()
         await asyncio.gather(*late, return_exceptions=True)
 
-    async def _run(self, device: Device, note: Notification, report: OnDelivery | None) -> None:
+    async def _run(self, device: Device, note: Message, report: OnDelivery | None) -> None:
         sender = self._senders.get(device.provider)
         if sender is None:
             await self._report(_failed(device, f"no sender for {device.provider}"), report)

@@ -31,6 +31,7 @@ from typing import Final, Protocol
 import aiohttp
 
 from push._retry import RetryPolicy, parse_retry_after
+from push._session import OwnedSession
 from push.errors import Duplicate, SignatureError
 
 log = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ class WebhookResult:
     attempts: int = 0
 
 
-class WebhookTarget:
+class WebhookTarget(OwnedSession):
     """Posts signed JSON bodies to one URL; a failure is returned, never raised.
 
     Usage::
@@ -216,36 +217,25 @@ class WebhookTarget:
         if not secrets:
             raise ValueError("at least one secret")
         self._url = url
-        self._verify = verify
         self._secrets = list(secrets)
-        self._session = session
-        self._owns_session = session is None
+        self._own(session, verify=verify)
         self._timeout = timeout
         self._retry = retry or RetryPolicy()
         self._clock = clock
         self._sleep = sleep
         self._rng = rng
 
-    async def __aenter__(self) -> WebhookTarget:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the target's own session (a session passed in stays open)."""
-        if self._owns_session and self._session is not None:
-            await self._session.close()
-            self._session = None
+    @property
+    def url(self) -> str:
+        """Where deliveries go."""
+        return self._url
 
     async def post(self, body: bytes, *, webhook_id: str | None = None) -> WebhookResult:
         """Post ``body`` (JSON bytes) under ``webhook_id`` (a fresh random id if None), the
         same id on each try, signed afresh with a later ``t``; 429, 5xx and lost connections
         are retried per the retry policy."""
         delivery_id = webhook_id or "msg_" + secrets_module.token_hex(16)
-        if self._session is None:
-            connector = aiohttp.TCPConnector(ssl=self._verify)
-            self._session = aiohttp.ClientSession(connector=connector)
+        session = self._http()
         tries = 0
         t = -1
         while True:
@@ -263,7 +253,7 @@ class WebhookTarget:
             try:
                 async with (
                     asyncio.timeout(self._timeout),
-                    self._session.post(self._url, data=body, headers=headers) as resp,
+                    session.post(self._url, data=body, headers=headers) as resp,
                 ):
                     status = resp.status
                     await resp.read()

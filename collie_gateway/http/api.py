@@ -232,7 +232,7 @@ class DeviceRow(msgspec.Struct, kw_only=True):
 
     Attributes:
         device_id: The device's id.
-        provider: `apns` or `fcm`.
+        provider: `apns`, `fcm` or `webpush`.
         environment: `production` or `sandbox` (APNs).
         private: Whether pushes to it are encrypted with its key (private content).
         registered_at: When it registered or last refreshed its token.
@@ -286,8 +286,9 @@ class PushRow(msgspec.Struct, kw_only=True):
         conversation: The ask's conversation.
         ask: The ask's id.
         device: The device it went to, `webhook`, or null for a decision about no device.
-        outcome: `dispatched`, `sent`, `suppressed`, `rate_limited`, `failed` or `gone` (the
-            provider said the token is gone; the device was removed).
+        outcome: `dispatched`, `sent`, `suppressed`, `rate_limited`, `failed`, `gone` (the
+            provider said the token is gone; the device was removed) or `withdrawn` (the
+            device was told the ask closed: its notification goes).
         reason: Why: the limit, the suppression (e.g. the chat is on screen), the failure.
         provider_id: The provider's id for the message (APNs apns-id, FCM name), when sent.
     """

@@ -55,6 +55,7 @@ from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING,
 from collie_gateway.http.language import named_language, stream_language, words
 from collie_gateway.http.openapi import Param, Route, flag_param, openapi_document
 from collie_gateway.http.phones import PHONE_ROUTES, caller_of, phone_stream, tapper
+from collie_gateway.http.push_routes import PUSH_ROUTES
 from collie_gateway.http.responses import encoded, http_error, json_error
 from collie_gateway.services.crew import CrewInfo
 from collie_gateway.services.links import expect
@@ -668,7 +669,9 @@ def _answer_view(
 
 
 async def register_device(request: web.Request) -> web.Response:
-    """Register or refresh a phone's push token (APNs or FCM); the same token, the same id."""
+    """Register or refresh a phone's push token (APNs or FCM) or a Web Push subscription
+    (the browser's `PushSubscription.toJSON()` with `"provider": "webpush"`); the same token
+    or endpoint, the same id."""
     body = await body_of(request, DeviceIn)
     try:
         language, phone = named_language(request), caller_of(request).phone_id
@@ -905,6 +908,7 @@ CREW_ROUTES: list[Route] = [
 ]
 ROUTES += CREW_ROUTES
 ROUTES += PHONE_ROUTES
+ROUTES += PUSH_ROUTES
 
 
 def add_routes(app: web.Application) -> None:

@@ -20,10 +20,18 @@ from collie_gateway.http.language import words
 from collie_gateway.http.responses import http_error
 from collie_gateway.strings import Catalogue
 
-FILES: Final = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
+FILES: Final = {
+    "app.js": "text/javascript",
+    "app.css": "text/css",
+    "icon.svg": "image/svg+xml",
+    "push.js": "text/javascript",  # the Web Push subscription
+    "sw.js": "text/javascript",  # the service worker: shows and closes notifications
+}
+MANIFEST: Final = "manifest.webmanifest"
 CSP: Final = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "connect-src 'self'; manifest-src 'self'; worker-src 'self'; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'"
 )
 HEADERS: Final = {
     "Content-Security-Policy": CSP,
@@ -54,6 +62,19 @@ def index_html(catalogue: Catalogue) -> bytes:
     return page.replace(STRINGS_MARK, blocks).encode("utf-8")
 
 
+def manifest(catalogue: Catalogue) -> bytes:
+    """The web app manifest: the page installs as an app (a PWA) named from the catalogue."""
+    body = {
+        "name": catalogue["web_title"],
+        "short_name": catalogue["web_title"],
+        "start_url": "/",
+        "scope": "/",
+        "display": "standalone",
+        "icons": [{"src": "/web/icon.svg", "sizes": "any", "type": "image/svg+xml"}],
+    }
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+
 def add_web_routes(app: web.Application) -> None:
     """Serve ``/`` and ``/web/{name}``; both need no token (the page asks for it). The page
     is built once per language, on its first request."""
@@ -69,6 +90,10 @@ def add_web_routes(app: web.Application) -> None:
 
     async def asset(request: web.Request) -> web.Response:
         name = request.match_info["name"]
+        if name == MANIFEST:
+            kind = "application/manifest+json"
+            installable = manifest(words(request))
+            return web.Response(body=installable, content_type=kind, headers=HEADERS)
         body = files.get(name)
         if body is None:
             raise http_error(web.HTTPNotFound, "not_found", "no such file")

@@ -19,10 +19,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import msgspec
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from collie_gateway.core.push_plan import Facts, Plan, decide
+from collie_gateway.services.notify import Health, OwedWebhooks, Withdrawals, withdrawal_note
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.targets import PushTargets, TargetsFactory
+from collie_gateway.store.notify import VAPID_KEY, NotifyRepo
 from collie_gateway.store.pushes import LogEntry, Owe, PushesRepo
 from collie_gateway.strings import Catalogues, canonical
 from collie_gateway.views.text import TITLE_LIMIT, clean
@@ -36,11 +39,18 @@ from push import (
     ManyAsksNotification,
     Notification,
     Outcome,
+    PingNotification,
     Provider,
     PushLimiter,
     WebhookTarget,
+    WebPushClient,
+    WebPushKeys,
+    Withdrawal,
+    check_endpoint,
     once_key,
+    subscription_keys,
     valid_apns_token,
+    vapid,
     webhook_id,
 )
 from wire.messages import Ask, Option
@@ -52,28 +62,50 @@ log = logging.getLogger(__name__)
 PRESENCE_TTL = timedelta(seconds=45)  # ours: a screen not confirmed for this long is stale
 PUSH_GRACE = 2.0  # ours: at a stop, all pending pushes together get this long
 RESOLVED = "the ask was resolved before its push was delivered"
+VAPID_SUBJECT = "mailto:collie@localhost"  # ours: COLLIE_VAPID_SUBJECT names a real contact
+WITHDRAWN = "withdrawn"  # push_log.outcome of a withdrawal a device's service took
+PING_DEADLINE = 30.0  # ours: a test notification's answer is waited for this long
+
+
+class WebPushKeysIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A Web Push subscription's keys, as ``PushSubscription.toJSON()`` gives them.
+
+    Attributes:
+        p256dh: The browser's P-256 public key (base64url).
+        auth: The 16-byte authentication secret (base64url).
+    """
+
+    p256dh: str
+    auth: str
 
 
 _LANGUAGE_TAG = re.compile(r"[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{1,8}){0,4}", re.ASCII)
 
 
 class DeviceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """``POST /api/v1/devices``: register (or refresh) a phone's token.
+    """``POST /api/v1/devices``: register (or refresh) a phone's token, or a Web Push
+    subscription (``PushSubscription.toJSON()`` plus the provider).
 
     Attributes:
-        provider: `apns` or `fcm`.
-        token: The provider's push token for this phone.
+        provider: `apns`, `fcm` or `webpush`.
+        token: The provider's push token for this phone (APNs, FCM).
         environment: `production` or `sandbox` (APNs only).
         key: Optional: 32 bytes, base64, to encrypt push content for this device (private content).
         lang: Optional: the language tag its pushes are worded in (e.g. `it`, `pt-BR`); without
             it, the language the request's `Accept-Language` names, else the gateway's default.
+        endpoint: The subscription's endpoint (Web Push): https, or http on loopback.
+        keys: The subscription's keys (Web Push).
+        expirationTime: As the browser gives it (ignored).
     """
 
     provider: Provider
-    token: str
+    token: str | None = None
     environment: Environment | None = None  # None: the gateway's COLLIE_APNS_ENVIRONMENT
     key: str | None = None  # base64 of the phone's own 32-byte key: private content
     lang: str | None = None  # the language of its pushes
+    endpoint: str | None = None
+    keys: WebPushKeysIn | None = None
+    expirationTime: float | None = None
 
 
 class PresenceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -149,6 +181,11 @@ class Pushing:
         self._busy: set[str] = set()  # once keys decided or being sent in this run
         self._owed: set[str] = set()  # once keys seen owed in this run (ask_resolved)
         self._hooks: set[asyncio.Task[None]] = set()
+        self.notify = NotifyRepo(repo.db)
+        self.withdrawals = Withdrawals(self.notify, self.dispatcher, self.clock, self._withdrawn)
+        self.owed_hooks = OwedWebhooks(self.notify, self.clock)
+        self.health = Health(self.notify, self.clock)
+        self.vapid_public_key = ""
 
     @classmethod
     async def open(
@@ -159,15 +196,27 @@ class Pushing:
         content: Content,
         factory: TargetsFactory | None,
     ) -> Pushing:
-        """The service, with the limiter's stored state (P1 survives a restart)."""
+        """The service, with the limiter's stored state (P1 survives a restart), the Web Push
+        sender on the stored VAPID key (made on the first start), the asks pushed earlier (to
+        withdraw), push health, and the webhooks an earlier run owes sent again."""
         targets = factory(content) if factory is not None else PushTargets()
+        key = await _vapid_key(NotifyRepo(repo.db))
+        build = targets.webpush or (
+            lambda k: WebPushClient(vapid_key=k, subject=VAPID_SUBJECT, content=content)
+        )
+        senders = {**targets.senders, Provider.WEBPUSH: build(key)}
+        targets = dataclasses.replace(targets, senders=senders)
         service = cls(repo, publish, config, content.redact, targets)
+        service.vapid_public_key = vapid.public_key(key)
         state = await repo.limiter_state()
         if state is not None:
             try:
                 service.limiter = PushLimiter.from_state(state)
             except ValueError:
                 log.warning("stored push limiter state unreadable; starting afresh")
+        await service.withdrawals.load()
+        await service.health.load()
+        await service.owed_hooks.resend(targets.webhooks)
         return service
 
     async def close(self, grace: float = PUSH_GRACE) -> None:
@@ -175,9 +224,10 @@ class Pushing:
         the rest (their asks stay owed: the next run sends them), then close the senders."""
 
         async def hooks() -> None:
-            if not self._hooks:
+            tasks = self._hooks | self.owed_hooks.tasks
+            if not tasks:
                 return
-            _, late = await asyncio.wait(list(self._hooks), timeout=grace)
+            _, late = await asyncio.wait(list(tasks), timeout=grace)
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
@@ -201,7 +251,7 @@ class Pushing:
             DeviceError: a malformed token, key or language tag.
         """
         lang = self._language(body.lang) if body.lang is not None else asked
-        token = body.token.strip()
+        token, webpush = _token(body)
         if not token or len(token) > 4096:
             raise DeviceError("the token is empty or too long")
         if body.provider is Provider.APNS and not valid_apns_token(token):
@@ -216,7 +266,10 @@ class Pushing:
                 raise DeviceError("the key must be 32 bytes (AES-256)")
         environment = body.environment or Environment(self.config.apns_environment)
         now = self.clock().timestamp()
-        return await self.repo.register(body.provider, token, environment, key, now, lang, phone)
+        return await self.repo.register(
+            body.provider, token, environment, key, now, lang, phone, webpush
+        )
+
 
     def _language(self, tag: str) -> str:
         """A registered language tag as the gateway spells it (``it-IT``: ``it``); a tag of a
@@ -232,6 +285,31 @@ class Pushing:
     async def remove(self, device_id: str) -> bool:
         """Forget a device; whether it was registered."""
         return await self.repo.remove(device_id)
+
+    async def ping(self, device_id: str) -> Delivery | None:
+        """Send a test notification to one device through the whole path and wait for the
+        outcome (logged, and counted in push health); None: no such device."""
+        device = next((d for d in await self.repo.devices() if d.id == device_id), None)
+        if device is None:
+            return None
+        sender = self.targets.senders.get(device.provider)
+        note = PingNotification(machine=self.machine, agent="", host=self.machine)
+        if sender is None:
+            delivery = Delivery.of(device, Outcome.FAILED, f"no sender for {device.provider}")
+        else:
+            try:
+                async with asyncio.timeout(PING_DEADLINE):
+                    delivery = await sender.send(device, note)
+            except TimeoutError:
+                delivery = Delivery.of(device, Outcome.FAILED, "deadline")
+        await self.health.record([device], delivery)
+        if delivery.outcome is Outcome.GONE:
+            await self.repo.remove(device.id, device.registered_at)
+        at = self.clock().isoformat()
+        reason = "test" if delivery.ok else f"test: {delivery.reason}"
+        entry = LogEntry(at, None, None, None, device.id, delivery.outcome.value, reason)
+        await self._write_log(dataclasses.replace(entry, provider_id=delivery.provider_id))
+        return delivery
 
     async def devices(self) -> list[Device]:
         """Every registered device."""
@@ -347,15 +425,16 @@ class Pushing:
                 settle = (key, now.timestamp(), plan.settle) if plan.settle else None
                 await self._log(agent, ask, plan.outcome, plan.reason, settle=settle)
             return False
+        note = self._notification(key, plan, machine, agent, ask, pane)
         owe = Owe(
             key,
             now.timestamp(),
             tuple(d.id for d in plan.send_to),
             self.limiter.to_state(now.timestamp()),
+            withdrawal_note(note) if isinstance(note, AskNotification) else None,
         )
         await self._log(agent, ask, "dispatched", plan.reason, owe=owe)
         self._owed.add(key)
-        note = self._notification(key, plan, machine, agent, ask, pane)
         return self._dispatch(key, list(plan.send_to), note, agent, ask)
 
     def _notification(
@@ -392,8 +471,12 @@ class Pushing:
             nonlocal left
             try:
                 await self._delivered(delivery, agent, ask, registered.get(delivery.device_id))
+                await self.health.record(devices, delivery)
                 if lasting(delivery):
                     await self._mark_delivered(key, delivery)
+                if delivery.ok and isinstance(note, AskNotification):
+                    self.withdrawals.pushed(key)
+                    await self.withdrawals.sent_late(key, delivery.device_id)
             finally:
                 left -= 1
                 if left == 0:
@@ -409,25 +492,44 @@ class Pushing:
             self._owed.discard(key)
 
     def owes(self, agent: str, ask: Ask, *, machine: str | None = None) -> bool:
-        """Whether a push for the ask was seen owed in this run (:meth:`ask_resolved` then
-        has something to write; else the caller need not start it)."""
-        if not self._owed:
+        """Whether a push for the ask was seen owed in this run, or reached a device (then
+        :meth:`ask_resolved` has something to write or withdraw; else the caller need not
+        start it)."""
+        if not self._owed and not self.withdrawals.notified:
             return False  # the common case, without building the key
-        return self._key(agent, ask, machine) in self._owed
+        key = self._key(agent, ask, machine)
+        return key in self._owed or key in self.withdrawals.notified
 
     async def ask_resolved(self, agent: str, ask: Ask, *, machine: str | None = None) -> None:
         """The ask was answered, expired or withdrawn: a push still owed for it is not sent
-        in any later run (a lasting reason, logged). Never raises. ``machine``: as
-        :meth:`ask_raised`."""
+        in any later run (a lasting reason, logged), and every device that was sent it gets
+        its withdrawal. Never raises. ``machine``: as :meth:`ask_raised`."""
         if not self.owes(agent, ask, machine=machine):
             return  # nothing owed for it in this run: no write on the answer path
         key = self._key(agent, ask, machine)
+        owed = key in self._owed
         self._owed.discard(key)
         try:
-            if await self.repo.resolved(key, RESOLVED):
+            await self.withdrawals.ask_closed(key)
+            if owed and await self.repo.resolved(key, RESOLVED):
                 await self._log(agent, ask, "suppressed", RESOLVED)
         except Exception:
             log.exception("push state of a resolved ask of %s not written", agent)
+
+    async def _withdrawn(
+        self, delivery: Delivery, note: Withdrawal, registered_at: float | None
+    ) -> None:
+        """Log a withdrawal's delivery (a token gone removes the device, as for a push)."""
+        outcome = WITHDRAWN if delivery.ok else delivery.outcome.value
+        reason = "withdrawal" if delivery.ok else f"withdrawal: {delivery.reason}"
+        if delivery.outcome is Outcome.GONE:
+            await self.repo.remove(delivery.device_id, registered_at)
+        at = self.clock().isoformat()
+        entry = LogEntry(
+            at, note.agent, note.conversation, note.ask, delivery.device_id, outcome, reason,
+            delivery.provider_id,
+        )  # fmt: skip
+        await self._write_log(entry)
 
     async def _delivered(
         self, delivery: Delivery, agent: str, ask: Ask, registered_at: float | None
@@ -484,10 +586,11 @@ class Pushing:
             {"machine": self.machine, "agent": agent, "ask": shown, "lang": cat.lang, "text": text}
         )
         try:
-            # The same id on every try, derived from the ask: a receiver drops duplicates.
-            result = await hook.post(body, webhook_id=webhook_id(key))
-            outcome = "sent" if result.ok else "failed"
-            await self._write_log(self._entry(agent, ask, "webhook", outcome, result.reason))
+            # The same id on every try, derived from the ask: a receiver drops duplicates;
+            # kept owed in the store until taken, so a stop or a crash does not lose it.
+            ok, reason = await self.owed_hooks.post(hook, webhook_id(key), body)
+            outcome = "sent" if ok else "failed"
+            await self._write_log(self._entry(agent, ask, "webhook", outcome, reason))
         except Exception:
             log.exception("webhook for an ask of %s failed", agent)
 
@@ -531,6 +634,39 @@ class Pushing:
                 "reason": entry.reason,
             },
         )
+
+
+def _token(body: DeviceIn) -> tuple[str, WebPushKeys | None]:
+    """The device's token (a Web Push endpoint) and its subscription's keys.
+
+    Raises:
+        DeviceError: a field missing, or one that does not belong to the provider.
+    """
+    if body.provider is not Provider.WEBPUSH:
+        if body.token is None or body.endpoint is not None or body.keys is not None:
+            raise DeviceError(f"{body.provider.value} takes a token, not an endpoint or keys")
+        return body.token.strip(), None
+    if body.endpoint is None or body.keys is None or body.token is not None:
+        raise DeviceError("webpush takes an endpoint and keys (PushSubscription.toJSON())")
+    try:
+        endpoint = check_endpoint(body.endpoint)
+        keys = subscription_keys(body.keys.p256dh, body.keys.auth)
+    except ValueError as exc:
+        raise DeviceError(str(exc)) from None
+    return endpoint, keys
+
+
+async def _vapid_key(notify: NotifyRepo) -> ec.EllipticCurvePrivateKey:
+    """The gateway's VAPID key pair: made on the first start, then always the same."""
+    stored = await notify.kv.get(VAPID_KEY)
+    if stored is not None:
+        try:
+            return vapid.from_pem(stored)
+        except ValueError:
+            log.warning("stored VAPID key unreadable: a new one (Web Push devices re-subscribe)")
+    key = vapid.generate()
+    await notify.kv.put(VAPID_KEY, vapid.to_pem(key))
+    return key
 
 
 def masked_ask(ask: Ask, mask: Callable[[str], str]) -> Ask:

@@ -125,6 +125,27 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE devices ADD COLUMN lang TEXT;
     """,
     PHONES_MIGRATION,
+    # Web Push devices (their subscription's keys); each ask push's withdrawal (``note``,
+    # JSON) and which devices were sent it (once per device); webhooks owed across a stop.
+    """
+    ALTER TABLE devices ADD COLUMN p256dh BLOB;
+    ALTER TABLE devices ADD COLUMN auth BLOB;
+    ALTER TABLE push_once ADD COLUMN note BLOB;
+    CREATE TABLE push_withdrawn (
+        key TEXT NOT NULL,
+        device TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (key, device)
+    ) WITHOUT ROWID;
+    CREATE TABLE webhooks_owed (
+        id TEXT NOT NULL,
+        url TEXT NOT NULL,
+        body BLOB NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (id, url)
+    ) WITHOUT ROWID;
+    """,
 )
 
 T = TypeVar("T")

@@ -14,15 +14,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from collie_gateway.store.database import Database
-from push import Device, Environment, Provider
+from push import Device, Environment, Provider, WebPushKeys
 
 LOG_KEPT: Final = 10_000  # ours: delivery log rows kept
 LIMITER_KEY: Final = "push_limiter"  # kv key of the limiter's state (P1 survives a restart)
 SENT: Final = "sent"
 NOT_DELIVERED: Final = "no device took it (gone or refused)"
 
-_DEVICES = (
-    "SELECT id, provider, token, environment, key, registered_at, lang FROM devices"
+DEVICES = (
+    "SELECT id, provider, token, environment, key, registered_at, lang, p256dh, auth"
+    " FROM devices"
     " ORDER BY registered_at"
 )
 
@@ -59,9 +60,11 @@ class Owe:
     at: float
     devices: tuple[str, ...]
     limiter_state: bytes
+    note: bytes | None = None  # the ask push's withdrawal (JSON), kept for when it closes
 
 
-def _device(row: Sequence[Any]) -> Device:
+def device_of(row: Sequence[Any]) -> Device:
+    keys = WebPushKeys(p256dh=bytes(row[7]), auth=bytes(row[8])) if row[7] is not None else None
     return Device(
         id=str(row[0]),
         provider=Provider(str(row[1])),
@@ -70,6 +73,7 @@ def _device(row: Sequence[Any]) -> Device:
         key=bytes(row[4]) if row[4] is not None else None,
         registered_at=float(row[5]),
         lang=str(row[6]) if row[6] is not None else None,
+        webpush=keys,
     )
 
 
@@ -110,21 +114,37 @@ class PushesRepo:
         now: float,
         lang: str | None = None,
         phone: str | None = None,
+        webpush: WebPushKeys | None = None,
     ) -> str:
-        """Register or refresh a token of ``phone``; the device id (the same for the same
-        token); its pushes are worded in ``lang`` (None: the default language)."""
+        """Register or refresh a token of ``phone`` (a Web Push endpoint with its ``webpush``
+        keys); the device id (the same for the same token); its pushes are worded in ``lang``
+        (None: the default language)."""
         async with self.db.transaction() as db:
             async with db.execute(
                 "SELECT id FROM devices WHERE provider = ? AND token = ?", (provider.value, token)
             ) as cur:
                 row = await cur.fetchone()
             device_id = str(row[0]) if row else "d-" + secrets.token_hex(8)
+            p256dh, auth = (webpush.p256dh, webpush.auth) if webpush else (None, None)
             await db.execute(
                 "INSERT INTO devices(id, provider, token, environment, key, registered_at, lang,"
-                " phone) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
+                " phone, p256dh, auth) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT(id) DO UPDATE SET"
                 " environment=excluded.environment, key=excluded.key,"
-                " registered_at=excluded.registered_at, lang=excluded.lang, phone=excluded.phone",
-                (device_id, provider.value, token, environment.value, key, now, lang, phone),
+                " registered_at=excluded.registered_at, lang=excluded.lang, phone=excluded.phone,"
+                " p256dh=excluded.p256dh, auth=excluded.auth",
+                (
+                    device_id,
+                    provider.value,
+                    token,
+                    environment.value,
+                    key,
+                    now,
+                    lang,
+                    phone,
+                    p256dh,
+                    auth,
+                ),
             )
         return device_id
 
@@ -143,9 +163,9 @@ class PushesRepo:
 
     async def devices(self) -> list[Device]:
         """Every registered device."""
-        async with self.db.db.execute(_DEVICES) as cur:
+        async with self.db.db.execute(DEVICES) as cur:
             rows = await cur.fetchall()
-        return [_device(r) for r in rows]
+        return [device_of(r) for r in rows]
 
     # --- once per ask (P3) and the limiter (P1) ------------------------------------------
 
@@ -171,7 +191,7 @@ class PushesRepo:
                     (key,),
                 )
             )
-            devices = tuple(_device(r) for r in conn.execute(_DEVICES))
+            devices = tuple(device_of(r) for r in conn.execute(DEVICES))
             return OnceFacts(str(row[0]) if row else None, None, pending, devices)
 
         return await self.db.run(read)
@@ -259,8 +279,9 @@ class PushesRepo:
 
 def _owe(conn: sqlite3.Connection, owe: Owe) -> None:
     conn.execute(
-        "INSERT INTO push_once(key, at, state) VALUES (?, ?, 'owed') ON CONFLICT(key) DO NOTHING",
-        (owe.key, owe.at),
+        "INSERT INTO push_once(key, at, state, note) VALUES (?, ?, 'owed', ?)"
+        " ON CONFLICT(key) DO UPDATE SET note = coalesce(excluded.note, note)",
+        (owe.key, owe.at, owe.note),
     )
     conn.executemany(
         "INSERT OR IGNORE INTO push_delivered(key, device, outcome, at)"

@@ -150,6 +150,7 @@
       if (parts[2] === 'new') return { screen: 'new', agent: parts[1] };
       return { screen: 'list', agent: parts[1] };
     }
+    if (parts[0] === 'notifications') return { screen: 'notifications' };
     return { screen: 'dashboard' };
   }
   function screenName() {
@@ -195,6 +196,7 @@
       if (r.screen === 'dashboard') await dashboard(seq);
       else if (r.screen === 'list') await list(seq, r.agent);
       else if (r.screen === 'chat') await chat(seq, r.agent, r.conv);
+      else if (r.screen === 'notifications') notifications();
       else await newPage(seq, r.agent);
     } catch (err) {
       if (seq === loadSeq) failed(err, r.screen === 'dashboard' ? null : '#/');
@@ -219,11 +221,43 @@
         : h('ul', { class: 'rows' }, (sec.spaces || []).map((sp) => h('li', { class: 'space', text: sp.name })));
       return h('section', { 'aria-labelledby': hid, 'data-kind': sec.kind }, h('h2', { id: hid, text: title }), body);
     });
-    show(top(h('h1', { text: t('web_title') })),
+    const notify = h('a', { class: 'button', href: '#/notifications', text: t('web_push_health') });
+    show(top(h('h1', { text: t('web_title') }), null, notify),
       h('label', { class: 'setting', for: 'pending-only' }, toggle, t('setting_pending_only')),
       ...sections);
     view = { name: 'dashboard', live: (ev) => { if (ev.type === 'dashboard.row' || ev.type === 'list.reset') later(reload); } };
     replaySince(mark);
+  }
+  // Notifications: turn Web Push on for this browser; each provider's health.
+  function notifications() {
+    const status = h('p', { class: 'line2', id: 'notify-status', role: 'status' });
+    const lines = h('ul', { class: 'rows', id: 'push-health' });
+    const button = window.colliePush && 'PushManager' in window
+      ? h('button', { type: 'button', id: 'notify', text: t('web_notify'), onclick: async () => {
+        try {
+          await window.colliePush.subscribe(headers());
+          status.textContent = t('web_notify_on');
+          healthLines(lines);
+        } catch (err) {
+          status.textContent = t(err && err.message === 'denied' ? 'web_notify_denied' : 'web_notify_failed');
+        }
+        announce(status.textContent);
+      } })
+      : null;
+    healthLines(lines);
+    show(top(h('h1', { text: t('web_push_health') }), '#/'), button, status, lines);
+    view = { name: 'notifications', live: () => {} };
+  }
+  async function healthLines(el) {
+    const data = await api('/api/v1/push/health').catch(() => null);
+    if (!data) return;
+    const when = (mark) => new Date(mark.at).toLocaleString();
+    el.replaceChildren(...data.providers.filter((p) => p.ok !== null).map((p) => {
+      const provider = t('web_provider_' + p.provider);
+      const text = p.ok ? t('web_push_ok', { provider, at: when(p.last_success) })
+        : t('web_push_failing', { provider, at: when(p.last_failure), reason: p.last_failure.reason || '' });
+      return h('li', { class: p.ok ? 'space' : 'space attention', 'data-provider': p.provider, text });
+    }));
   }
   function agentRow(row) {
     const r = row.right || {};

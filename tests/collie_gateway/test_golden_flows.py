@@ -212,7 +212,10 @@ def _parse_iso(text: str) -> datetime:
 
 
 def _cell(value: Any) -> Any:
-    """A column's value as JSON: a blob of JSON as its value, another blob as base64."""
+    """A column's value as JSON: a blob of JSON as its value, a PEM key as its kind (the
+    VAPID key is made anew by each gateway), another blob as base64."""
+    if isinstance(value, bytes) and value.startswith(b"-----BEGIN "):
+        return {"pem": value.split(b"\n", 1)[0].decode()}
     if isinstance(value, bytes):
         try:
             return {"json": json.loads(value)}

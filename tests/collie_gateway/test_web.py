@@ -190,7 +190,7 @@ async def test_web_page_served_with_csp_small_and_from_the_catalogue(
         assert "connect-src 'self'" in csp
         assert "default-src 'none'" in csp
         sizes = 0
-        for name in ("app.js", "app.css"):
+        for name in ("app.js", "app.css", "push.js", "sw.js", "manifest.webmanifest"):
             async with http.get(live.url + "web/" + name) as resp:
                 assert resp.status == 200
                 assert resp.headers["Content-Security-Policy"] == csp
@@ -216,7 +216,9 @@ async def test_web_page_served_with_csp_small_and_from_the_catalogue(
     embedded = re.search(r'id="collie-strings">(.*?)</script>', page, re.S)
     assert embedded is not None
     assert json.loads(embedded.group(1)) == strings
-    assert not re.search(r"<script(?![^>]*(src=\"/web/app.js\"|type=\"application/json\"))", page)
+    assert not re.search(
+        r"<script(?![^>]*(src=\"/web/(app|push).js\"|type=\"application/json\"))", page
+    )
 
 
 def test_web_every_word_the_page_draws_is_a_catalogue_key() -> None:

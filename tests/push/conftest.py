@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from pytest_aiohttp import AiohttpServer
 
 from collie_gateway.strings import Catalogue
-from push import Content, Device, Environment, Provider, ServiceAccount
+from push import AskNotification, Content, Device, Environment, Provider, ServiceAccount
 from tests.push import fakes
 from tests.push.fakes import FakeApns, FakeFcm, Tls, make_tls
 
@@ -21,6 +21,17 @@ TOPIC = "org.collie.phone"
 PROJECT = "collie-test"
 EMAIL = "push@collie-test.iam.gserviceaccount.com"
 T0 = 1_700_000_000.0
+DEPLOY_ASK = AskNotification(
+    machine="m1",
+    agent="desk",
+    conversation="c1",
+    ask="a1",
+    pane_key="m1/desk/c1",
+    pane="Deploy",
+    title="Run the tests?",
+    line="pytest -q",
+    push_id="once-1",
+)
 
 
 class FakeClock:

@@ -17,7 +17,7 @@ from push import (
     Device,
     Dispatcher,
     FcmClient,
-    Notification,
+    Message,
     Outcome,
     Provider,
     PushSender,
@@ -41,7 +41,7 @@ class Gate:
         self.waiting = 0
         self.most_waiting = 0
 
-    async def send(self, device: Device, note: Notification) -> Delivery:
+    async def send(self, device: Device, note: Message) -> Delivery:
         self.waiting += 1
         self.most_waiting = max(self.most_waiting, self.waiting)
         try:
@@ -55,7 +55,7 @@ class Gate:
 
 
 class Broken:
-    async def send(self, device: Device, note: Notification) -> Delivery:
+    async def send(self, device: Device, note: Message) -> Delivery:
         raise RuntimeError("bug")
 
     async def aclose(self) -> None:
