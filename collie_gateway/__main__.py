@@ -6,6 +6,7 @@ Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import errno
 import gc
@@ -33,6 +34,7 @@ from collie_gateway.services.targets import PushTargets, TargetsFactory
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
 from collie_gateway.store.database import Database
+from collie_gateway.store.stores import is_database_url
 from collie_gateway.strings import Catalogue
 from push import ApnsClient, Content, FcmClient, Provider, PushSender, ServiceAccount, WebhookTarget
 from push.apns import PRODUCTION_URL as APNS_PRODUCTION_URL
@@ -103,7 +105,13 @@ def _bridge(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", type=Path, default=Path("collie.db"), help="SQLite file (collie.db)")
+    p.add_argument(
+        "--db",
+        type=_db_arg,
+        default=None,
+        help="SQLite file (collie.db), or a postgresql:// URL (also COLLIE_DATABASE_URL): "
+        "every process given one URL is a worker of one gateway",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address of the phone API (127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port of the phone API (8765)")
     p.add_argument(
@@ -234,14 +242,36 @@ def push_options_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     return options
 
 
+def _db_arg(value: str) -> Path | str:
+    """``--db``: a PostgreSQL URL as given, else a SQLite file's path."""
+    return value if is_database_url(value) else Path(value)
+
+
+def store_from(db: Path | str | None, environ: Mapping[str, str]) -> tuple[Path, str | None]:
+    """The SQLite file and the PostgreSQL URL (None: the file is the store) of ``--db``
+    and ``COLLIE_DATABASE_URL`` (``--db`` wins).
+
+    Raises:
+        ConfigError: ``COLLIE_DATABASE_URL`` is not a postgresql:// URL.
+    """
+    if isinstance(db, Path):
+        return db, None
+    url = db if db is not None else environ.get("COLLIE_DATABASE_URL") or None
+    if url is not None and not is_database_url(url):
+        raise ConfigError("COLLIE_DATABASE_URL is a postgresql:// URL (a SQLite file: --db)")
+    return Path("collie.db"), url
+
+
 def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
     catalogue = Catalogue.from_file(args.strings) if args.strings else Catalogue()
     redact = redactor_from_env(os.environ).enabled
+    db_path, database_url = store_from(args.db, os.environ)
     return Settings(
         sources=load_sources(sources_path),
         crew=load_crew(sources_path),
         crew_answers=getattr(args, "crew_answers", True),
-        db_path=args.db,
+        db_path=db_path,
+        database_url=database_url,
         host=args.host,
         port=args.port,
         token=os.environ.get("COLLIE_TOKEN") or None,
@@ -263,7 +293,12 @@ async def _freeze(app: web.Application) -> None:
 
 
 def _serve(settings: Settings) -> int:
-    Database.check(settings.db_path)  # before a line says the gateway serves
+    if settings.database_url is None:
+        Database.check(settings.db_path)  # before a line says the gateway serves
+    else:
+        from collie_gateway.store.pg.database import check
+
+        asyncio.run(check(settings.database_url))
     app = create_app(settings)
     app.on_startup.append(_freeze)
     if settings.unix_path is not None:
@@ -310,7 +345,7 @@ def _demo(args: argparse.Namespace) -> int:
     }
     sources_path = state / "sources.json"
     sources_path.write_text(json.dumps(sources, indent=2), encoding="utf-8")
-    if args.db == Path("collie.db"):
+    if args.db is None:  # the demo's store is its own file, whatever the environment says
         args.db = state / "collie.db"
     if not args.space:
         args.space = ["home"]  # a space, so the dashboard shows the section's place (D7)

@@ -26,13 +26,7 @@ from collie_gateway.services.rows import Rows
 from collie_gateway.services.supervisor import Supervisor
 from collie_gateway.services.tasks import Tasks
 from collie_gateway.settings import Settings
-from collie_gateway.store.crew import CrewRepo
-from collie_gateway.store.database import Database
-from collie_gateway.store.kv import KvRepo
-from collie_gateway.store.ledger import LedgerRepo
-from collie_gateway.store.mirrors import MirrorsRepo
-from collie_gateway.store.notes import NotesRepo
-from collie_gateway.store.pushes import PushesRepo
+from collie_gateway.store.stores import Stores, open_stores
 from push import Content
 from wire.messages import Ask
 
@@ -42,15 +36,15 @@ REDACT_CACHE = 65_536  # titles masked on every visit are remembered (bench/chat
 class Gateway:
     """Every room of one gateway, built by :meth:`open` and closed by :meth:`close`."""
 
-    def __init__(self, settings: Settings, db: Database) -> None:
+    def __init__(self, settings: Settings, stores: Stores) -> None:
         self.settings = settings
-        self.db = db
+        self.stores = stores
         self.tasks = Tasks()
         self.bus = PhoneBus(settings.phone_ring, settings.stream_frame)
         self.redactor = Redactor(enabled=settings.redact)
         self.redact = functools.lru_cache(maxsize=REDACT_CACHE)(self.redactor.mask)
-        self.mirrors_repo = MirrorsRepo(db)
-        self.crew_repo = CrewRepo(KvRepo(db))
+        self.mirrors_repo = stores.mirrors
+        self.crew_repo = stores.crew
         self.supervisor = Supervisor(
             [s.bridge for s in settings.sources if s.bridge is not None], settings.bridge_backoff
         )
@@ -58,7 +52,7 @@ class Gateway:
     @classmethod
     async def open(cls, settings: Settings) -> Gateway:
         """Open the store, load the last mirror, build every service, start the links."""
-        gw = cls(settings, await Database.open(settings.db_path))
+        gw = cls(settings, await open_stores(settings.db_path, settings.database_url))
         await gw._build()
         gw.mirrors_repo.start_flusher()
         gw.supervisor.start()
@@ -73,16 +67,16 @@ class Gateway:
         mirrors = await self.mirrors_repo.load_mirrors(source.name for source in s.sources)
         self.agents = Agents(s.sources, mirrors, s.catalogue, s.timing)
         self.mirrors = self.agents.mirrors
-        self.ledger = Answering(LedgerRepo(self.db), s.clock)
+        self.ledger = Answering(self.stores.ledger, s.clock)
         await self.ledger.load()
         self.answers = Answers(self.agents, self.ledger, s.catalogue, s.clock, self.redact, publish)
         items_mask = self.redactor.mask if self.redactor.enabled else None
         chat_config = ChatConfig(s.catalogue, s.clock, self.redact, items_mask)
-        notes = NotesRepo(self.db)
+        notes = self.stores.notes
         self.chats = Chats(self.agents, notes, self.answers.cards, publish, spawn, chat_config)
         content = Content(strings=s.catalogue, redact=self.redact, default_ttl=s.push_ttl)
         push_config = PushConfig(s.machine, s.apns_environment, s.clock)
-        repo = PushesRepo(self.db)
+        repo = self.stores.pushes
         self.pushing = await Pushing.open(repo, publish, push_config, content, s.push_targets)
         self.crew = Crew(
             s.crew,
@@ -140,4 +134,4 @@ class Gateway:
         await self.tasks.close(finish=("crew-rows",))
         await self.chats.close()
         await self.pushing.close()
-        await self.db.close()
+        await self.stores.close()

@@ -48,6 +48,7 @@ class Settings:
     bridge_backoff: Backoff = field(default_factory=Backoff)  # restarts of bridges it runs
     crew: list[Member] = field(default_factory=list)  # member machines this lead shows (W1)
     crew_answers: bool = True  # as a member: take answers given on a lead (W4, V2)
+    database_url: str | None = None  # PostgreSQL instead of the file at db_path (workers)
 
     @property
     def needs_token(self) -> bool:

@@ -22,7 +22,7 @@ from datetime import datetime
 
 from collie_gateway.core.answers import Action, Outcome, Record, Tap, on_result
 from collie_gateway.errors import AgentRejected, AgentUnreachable
-from collie_gateway.store.ledger import LedgerRepo
+from collie_gateway.store.protocols import LedgerStore
 from wire.errors import RemoteWireError
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class Result:
 class Answering:
     """Runs taps through the ledger; one in-flight send per request id."""
 
-    def __init__(self, ledger: LedgerRepo, clock: Callable[[], datetime]) -> None:
+    def __init__(self, ledger: LedgerStore, clock: Callable[[], datetime]) -> None:
         self.ledger = ledger
         self.clock = clock
         self._inflight: weakref.WeakValueDictionary[str, asyncio.Lock] = (

@@ -22,7 +22,8 @@ import msgspec
 from collie_gateway.core.push_plan import Facts, Plan, decide
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.targets import PushTargets, TargetsFactory
-from collie_gateway.store.pushes import LogEntry, Owe, PushesRepo
+from collie_gateway.store.protocols import PushesStore
+from collie_gateway.store.pushes import LogEntry, Owe
 from collie_gateway.views.text import TITLE_LIMIT, clean
 from push import (
     AskNotification,
@@ -121,7 +122,7 @@ class Pushing:
 
     def __init__(
         self,
-        repo: PushesRepo,
+        repo: PushesStore,
         publish: Publish,
         config: PushConfig,
         redact: Callable[[str], str],
@@ -144,7 +145,7 @@ class Pushing:
     @classmethod
     async def open(
         cls,
-        repo: PushesRepo,
+        repo: PushesStore,
         publish: Publish,
         config: PushConfig,
         content: Content,

@@ -30,7 +30,7 @@ from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.pushing import Pushing
 from collie_gateway.services.rows import Rows
 from collie_gateway.services.tasks import Spawn
-from collie_gateway.store.mirrors import MirrorsRepo
+from collie_gateway.store.protocols import MirrorsStore
 from collie_gateway.strings import Catalogue
 from wire.messages import (
     AgentEvent,
@@ -94,7 +94,7 @@ class Router:
 class MirrorSink:
     """Marks what changed for the store's next flush."""
 
-    def __init__(self, mirrors: MirrorsRepo) -> None:
+    def __init__(self, mirrors: MirrorsStore) -> None:
         self.mirrors = mirrors
 
     def on_link(self, mirror: AgentMirror) -> None:
