@@ -1,0 +1,220 @@
+"""The store's contract, on both backends (issue 23): the same calls through the repository
+protocols (``store/protocols.py``) give the same results on the SQLite file and on
+PostgreSQL. Each test opens its store as a run does (``open_stores``), on a real file or a
+real server (its own database), and where it matters opens it twice, as two workers would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from collie_gateway.core.answers import Action, Outcome, Tap, on_result
+from collie_gateway.core.mirror import LinkState
+from collie_gateway.core.notes import Note
+from collie_gateway.errors import StoreError
+from collie_gateway.store.pg.database import MIGRATIONS as PG_MIGRATIONS
+from collie_gateway.store.pg.database import check
+from collie_gateway.store.pushes import NOT_DELIVERED, SENT, LogEntry, Owe
+from collie_gateway.store.stores import Stores, open_stores
+from push import Environment, Provider
+from wire.messages import Conversation
+
+NOW = "2026-12-04T12:00:00+00:00"
+Open = Callable[[], Awaitable[Stores]]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Open:
+    """Opens the test's store (the same file or database each time), as a run does."""
+    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+
+    def opener() -> Awaitable[Stores]:
+        return open_stores(tmp_path / "gateway.db", url)
+
+    return opener
+
+
+@contextlib.asynccontextmanager
+async def opened(open_store: Open) -> AsyncIterator[Stores]:
+    stores = await open_store()
+    try:
+        yield stores
+    finally:
+        await stores.close()
+
+
+def tap(request_id: str, ask: str = "a1", answer: bytes = b'{"option":"allow"}') -> Tap:
+    return Tap(request_id, "desk", ask, 1, answer)
+
+
+async def test_T1_a_tap_claims_its_ask_and_a_second_tap_is_told_answered(open_store: Open) -> None:
+    async with opened(open_store) as store:
+        first, before = await store.ledger.take(tap("r1"), NOW)
+        assert (first.action, first.claim, before) == (Action.SEND, True, None)
+        second, _ = await store.ledger.take(tap("r2"), NOW)
+        assert (second.action, second.record.outcome) == (Action.REPLY, Outcome.ANSWERED)
+        again, before = await store.ledger.take(tap("r1"), NOW)
+        assert (again.action, again.record.attempts) == (Action.SEND, 2)
+        assert before is not None
+        assert before.attempts == 1
+        other, _ = await store.ledger.take(tap("r1", answer=b'{"option":"deny"}'), NOW)
+        assert (other.action, other.conflict) == (Action.REPLY, True)
+        assert await store.ledger.unsettled() == {"r1": ("desk", "a1")}
+        assert [r.tap.request_id for r in await store.ledger.pending("desk")] == ["r1"]
+        assert await store.ledger.tapped("desk", "a1")
+        assert not await store.ledger.tapped("desk", "a2")
+
+
+async def test_T1_a_settled_tap_releases_the_claim_and_survives_a_restart(
+    open_store: Open,
+) -> None:
+    async with opened(open_store) as store:
+        decision, _ = await store.ledger.take(tap("r1"), NOW)
+        await store.ledger.settle(on_result(decision.record, "expired"), NOW)
+        fresh, _ = await store.ledger.take(tap("r2"), NOW)
+        assert (fresh.action, fresh.claim) == (Action.SEND, True)
+    async with opened(open_store) as store:
+        rec = await store.ledger.record("r1")
+        assert rec is not None
+        assert (rec.settled, rec.outcome) == (True, Outcome.EXPIRED)
+        assert await store.ledger.unsettled() == {"r2": ("desk", "a1")}
+        accepted = await store.ledger.accept("desk", "a1", "r2", NOW)
+        assert accepted is not None
+        assert accepted.outcome is Outcome.ACCEPTED
+        assert await store.ledger.accept("desk", "a1", "r2", NOW) is None
+        refused = await store.ledger.refuse(tap("r3", ask="a9"), "too late", NOW)
+        assert (refused.outcome, refused.reason) == (Outcome.REFUSED, "too late")
+        kept = await store.ledger.refuse(tap("r2"), "ignored", NOW)
+        assert kept.outcome is Outcome.ACCEPTED
+        assert await store.ledger.unsettled() == {}
+
+
+async def test_T1_two_workers_racing_taps_on_one_ask_send_exactly_one(open_store: Open) -> None:
+    async with opened(open_store) as one, opened(open_store) as two:
+        taps = [tap(f"r{i}") for i in range(12)]
+        results = await asyncio.gather(
+            *((one if i % 2 else two).ledger.take(t, NOW) for i, t in enumerate(taps))
+        )
+        sends = [d.record.tap.request_id for d, _ in results if d.action is Action.SEND]
+        assert len(sends) == 1
+        assert await one.ledger.unsettled() == {sends[0]: ("desk", "a1")}
+        assert await two.ledger.unsettled() == {sends[0]: ("desk", "a1")}
+
+
+async def test_mirrors_flushed_are_what_the_next_run_loads(open_store: Open) -> None:
+    at = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+    async with opened(open_store) as store:
+        mirrors = await store.mirrors.load_mirrors(["desk", "pi"])
+        assert mirrors["desk"].conversations == {}
+        desk = mirrors["desk"]
+        desk.state, desk.wire, desk.last_event_id = LinkState.READY, 1, "e-41"
+        for cid in ("c1", "c2", "c3"):
+            desk.put(Conversation(id=cid, title=f"t {cid}", updated_at=at))
+        store.mirrors.mark_all("desk")
+        await store.mirrors.flush()
+        del desk.conversations["c2"]
+        store.mirrors.mark("desk", "c2")
+        await store.mirrors.flush()
+    async with opened(open_store) as store:
+        again = await store.mirrors.load_mirrors(["desk", "pi"])
+        assert (again["desk"].wire, again["desk"].last_event_id) == (1, "e-41")
+        assert sorted(again["desk"].conversations) == ["c1", "c3"]
+        assert again["desk"].conversations["c3"].title == "t c3"
+        assert again["pi"].conversations == {}
+
+
+async def test_R3_notes_once_per_key_in_order(open_store: Open) -> None:
+    first = Note("receipt", "Expired", datetime(2026, 12, 4, 12, 0, tzinfo=UTC), "i3")
+    later = Note("stopped", "Stopped", datetime(2026, 12, 4, 12, 5, tzinfo=UTC), None)
+    async with opened(open_store) as store:
+        await store.notes.save("desk", "c1", "k2", later)
+        await store.notes.save("desk", "c1", "k1", first)
+        await store.notes.save("desk", "c1", "k1", later)  # the same key: ignored
+        assert await store.notes.load("desk", "c1") == [first, later]
+        assert await store.notes.load("desk", "c2") == []
+
+
+async def test_W1_kv_and_crew_rows(open_store: Open) -> None:
+    async with opened(open_store) as store:
+        assert await store.kv.get("x") is None
+        await store.kv.put("x", b"1")
+        await store.kv.put("x", b"2")
+        await store.crew.save_rows("laptop", b"[1]")
+        await store.crew.save_rows("tower", b"[2]")
+        assert await store.kv.get("x") == b"2"
+        assert await store.crew.saved_rows() == {"laptop": b"[1]", "tower": b"[2]"}
+
+
+async def test_P3_devices_owed_pushes_and_the_log(open_store: Open) -> None:
+    async with opened(open_store) as store:
+        push = store.pushes
+        phone = await push.register(Provider.APNS, "tok-1", Environment.SANDBOX, None, 10.0)
+        assert await push.register(Provider.APNS, "tok-1", Environment.PRODUCTION, None, 11.0) == (
+            phone
+        )
+        tablet = await push.register(Provider.FCM, "tok-2", Environment.PRODUCTION, b"k" * 32, 12.0)
+        assert [(d.id, d.environment, d.registered_at) for d in await push.devices()] == [
+            (phone, Environment.PRODUCTION, 11.0),
+            (tablet, Environment.PRODUCTION, 12.0),
+        ]
+        assert (await push.facts("desk/a1")).state is None
+        entry = LogEntry(NOW, "desk", "c1", "a1", None, "decided", None)
+        await push.log(entry, owe=Owe("desk/a1", 20.0, (phone, tablet), b"limits"))
+        facts = await push.facts("desk/a1")
+        assert (facts.state, facts.pending) == ("owed", frozenset({phone, tablet}))
+        assert await push.limiter_state() == b"limits"
+        assert not await push.delivered("desk/a1", phone, "sent", 21.0)
+        assert not await push.remove(tablet, registered_at=11.0)  # registered again since
+        assert await push.remove(tablet)
+        assert await push.finish("desk/a1")
+        assert await push.facts("desk/a1") == type(facts)("done", SENT, frozenset(), ())
+        await push.log(entry, settle=("desk/a2", 30.0, "muted"))
+        assert (await push.facts("desk/a2")).reason == "muted"
+        await push.log(entry, owe=Owe("desk/a3", 40.0, (), b"limits"))
+        assert await push.resolved("desk/a3", "closed")
+        assert not await push.resolved("desk/a3", "closed")
+        await push.log(entry, owe=Owe("desk/a4", 50.0, (), b"limits"))
+        assert await push.finish("desk/a4")
+        assert (await push.facts("desk/a4")).reason == NOT_DELIVERED
+        recent = await push.recent(2)
+        assert [r["outcome"] for r in recent] == ["decided", "decided"]
+        assert len(await push.recent()) == 4
+
+
+async def test_postgres_migrations_once_with_three_workers_starting_together(
+    pg_url: str,
+) -> None:
+    stores = await asyncio.gather(*(open_stores(Path("unused.db"), pg_url) for _ in range(3)))
+    for store in stores:
+        await store.close()
+    async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+        cur = await conn.execute("SELECT version FROM collie_schema")
+        assert await cur.fetchall() == [(len(PG_MIGRATIONS),)]
+
+
+async def test_postgres_a_newer_schema_is_refused_unchanged(pg_url: str) -> None:
+    await (await open_stores(Path("unused.db"), pg_url)).close()
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("UPDATE collie_schema SET version = 99")
+    expected = f"schema version 99 is newer than this gateway knows ({len(PG_MIGRATIONS)})"
+    with pytest.raises(StoreError, match=re.escape(expected)):
+        await check(pg_url)
+    with pytest.raises(StoreError, match=re.escape(expected)):
+        await open_stores(Path("unused.db"), pg_url)
+    async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+        cur = await conn.execute("SELECT version FROM collie_schema")
+        assert await cur.fetchall() == [(99,)]
+
+
+async def test_postgres_a_server_not_there_is_one_clear_error(tmp_path: Path) -> None:
+    url = f"postgresql://collie@/none?host={tmp_path}"
+    with pytest.raises(StoreError, match="cannot reach the database"):
+        await check(url)
