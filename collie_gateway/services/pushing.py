@@ -272,8 +272,9 @@ class Pushing:
         self, agent: str, ask: Ask, pane: str | None, quiet: bool, member: str | None
     ) -> None:
         key = self._key(agent, ask, member)
-        if key in self._busy:
-            # Decided or being sent in this run (e.g. raised, then seen again in a snapshot).
+        # Decided or being sent in this run (e.g. raised, then seen again in a snapshot), or
+        # by another worker on the same database (P3: the store's claim on the key).
+        if key in self._busy or not await self.repo.claim(key):
             if not quiet:
                 await self._log(agent, ask, "suppressed", "a push for this ask is on its way")
             return
@@ -283,7 +284,13 @@ class Pushing:
             dispatched = await self._plan(key, agent, ask, pane, quiet, member)
         finally:
             if not dispatched:
-                self._busy.discard(key)
+                await self._release(key)
+
+    async def _release(self, key: str) -> None:
+        """The key's push is decided and sent: another decision (here or on another worker)
+        may read it now."""
+        self._busy.discard(key)
+        await self.repo.release(key)
 
     async def _plan(
         self, key: str, agent: str, ask: Ask, pane: str | None, quiet: bool, member: str | None
@@ -373,7 +380,7 @@ class Pushing:
             finally:
                 left -= 1
                 if left == 0:
-                    self._busy.discard(key)
+                    await self._release(key)
 
         return self.dispatcher.dispatch(devices, note, on_delivery=delivered) > 0
 

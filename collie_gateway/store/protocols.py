@@ -140,6 +140,15 @@ class PushesStore(Protocol):
         """Every registered device, oldest registration first."""
         ...
 
+    async def claim(self, key: str) -> bool:
+        """Take the right to decide and send the push of ``key`` (P3 across workers): False
+        while another worker holds it. Held until :meth:`release` or the worker's end."""
+        ...
+
+    async def release(self, key: str) -> None:
+        """Give back the claim on ``key``."""
+        ...
+
     async def limiter_state(self) -> bytes | None:
         """The limiter's stored state."""
         ...

@@ -145,6 +145,13 @@ class PushesRepo:
 
     # --- once per ask (P3) and the limiter (P1) ------------------------------------------
 
+    async def claim(self, key: str) -> bool:
+        """One process owns the file: its own run keeps a key from being decided twice."""
+        return True
+
+    async def release(self, key: str) -> None:
+        """Nothing is held in the file."""
+
     async def limiter_state(self) -> bytes | None:
         """The limiter's stored state."""
         async with self.db.db.execute("SELECT value FROM kv WHERE key = ?", (LIMITER_KEY,)) as cur:

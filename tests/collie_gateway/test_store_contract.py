@@ -218,3 +218,24 @@ async def test_postgres_a_server_not_there_is_one_clear_error(tmp_path: Path) ->
     url = f"postgresql://collie@/none?host={tmp_path}"
     with pytest.raises(StoreError, match="cannot reach the database"):
         await check(url)
+
+
+async def test_P3_a_claim_is_held_by_one_postgres_worker_and_goes_with_it(pg_url: str) -> None:
+    one = await open_stores(Path("unused.db"), pg_url)
+    two = await open_stores(Path("unused.db"), pg_url)
+    try:
+        assert await one.pushes.claim("desk/a1")
+        assert not await two.pushes.claim("desk/a1")
+        assert await two.pushes.claim("desk/a2")
+        await one.pushes.release("desk/a1")
+        assert await two.pushes.claim("desk/a1")
+        assert not await one.pushes.claim("desk/a2")
+    finally:
+        await one.close()
+    three = await open_stores(Path("unused.db"), pg_url)
+    try:
+        await two.close()  # a worker gone: its claims are free
+        assert await three.pushes.claim("desk/a1")
+        assert await three.pushes.claim("desk/a2")
+    finally:
+        await three.close()

@@ -3,8 +3,11 @@ log; the same rows as the SQLite file's (``store/pushes.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from typing import Any
+
+import psycopg
 
 from collie_gateway.store.pg.database import Conn, PgDatabase
 from collie_gateway.store.pushes import (
@@ -20,6 +23,8 @@ from collie_gateway.store.pushes import (
 )
 from push import Device, Environment, Provider
 
+_TRY_LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
 _LOG_COLUMNS = ("at", "agent", "conversation", "ask", "device", "outcome", "reason", "provider_id")
 
 
@@ -69,10 +74,43 @@ async def _owe(conn: Conn, owe: Owe) -> None:
 
 
 class PgPushesRepo:
-    """Devices and the push state of every ask, shared by every worker."""
+    """Devices and the push state of every ask, shared by every worker.
+
+    A worker deciding or sending an ask's push holds a session advisory lock named by its
+    once-key, on a connection of its own (``claim``): other workers pass the ask over while it
+    is held, and it goes with the worker's connection if the worker dies.
+    """
 
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
+        self._claims: Conn | None = None  # the connection holding this worker's claims
+        self._claims_lock = asyncio.Lock()
+        db.on_close(self._close_claims)
+
+    async def _claims_conn(self) -> Conn:
+        if self._claims is None or self._claims.closed:
+            self._claims = await psycopg.AsyncConnection.connect(self.db.url, autocommit=True)
+        return self._claims
+
+    async def claim(self, key: str) -> bool:
+        """Take the right to decide and send ``key``'s push; False while another worker
+        holds it."""
+        async with self._claims_lock:
+            conn = await self._claims_conn()
+            row = await _one(conn, _TRY_LOCK, ("push\x1f" + key,))
+        return bool(row and row[0])
+
+    async def release(self, key: str) -> None:
+        """Give back the claim on ``key`` (gone anyway if its connection was lost)."""
+        async with self._claims_lock:
+            if self._claims is None or self._claims.closed:
+                return
+            await self._claims.execute(_UNLOCK, ("push\x1f" + key,))
+
+    async def _close_claims(self) -> None:
+        if self._claims is not None:
+            await self._claims.close()
+            self._claims = None
 
     async def register(
         self,

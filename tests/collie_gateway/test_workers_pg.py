@@ -1,0 +1,161 @@
+"""Three gateway workers on one PostgreSQL database (issue 23): real processes
+(``python -m collie_gateway serve --db postgresql://…``) on loopback, each test its own
+database.
+
+Today every worker follows every agent (README: "Several workers on PostgreSQL"); what these
+tests hold is what the shared store promises: an answer taken on any worker is recorded,
+claimed and settled once in the one ledger, so a phone's retry on another worker after a
+kill -9 gets the right outcome and the agent acts once (T1); and an ask seen by all three
+workers is pushed once (P3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psycopg
+import pytest
+
+from fixtures.agents.harness import SampleAgent, short_dir
+from tests.collie_gateway.conftest import eventually
+from tests.collie_gateway.processes import GatewayProcess
+from tests.collie_gateway.push_fixtures import services
+from tests.collie_gateway.test_shutdown import apns_token, push_env, raise_asks
+from wire.agent import Agent
+
+TAP = {"request_id": "tap-1", "version": 1, "answer": {"option": "allow"}}
+ANSWER_PATH = "/api/v1/agents/held/asks/a1/answer"
+WORKERS = 3
+
+
+def workers(tmp: Path, url: str, env: dict[str, str] | None = None) -> list[GatewayProcess]:
+    """Three workers for ``tmp/sources.json`` on the database at ``url``."""
+    return [
+        GatewayProcess(
+            tmp / "sources.json", tmp / f"unused{i}.db", tmp / f"w{i}.log", env, ["--db", url]
+        )
+        for i in range(WORKERS)
+    ]
+
+
+def write_sources(tmp: Path, name: str, socket: Path) -> None:
+    agents = [{"name": name, "socket": str(socket)}]
+    (tmp / "sources.json").write_text(json.dumps({"durable_agents": agents}), encoding="utf-8")
+
+
+async def ledger(url: str, request_id: str) -> tuple[int, str | None] | None:
+    """(settled, outcome) of ``request_id`` in the shared ledger."""
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cur = await conn.execute(
+            "SELECT settled, outcome FROM answers WHERE request_id = %s", (request_id,)
+        )
+        row = await cur.fetchone()
+    return None if row is None else (int(row[0]), row[1])
+
+
+@dataclass
+class HeldScene:
+    tmp: Path
+    url: str
+    agent: SampleAgent
+    workers: list[GatewayProcess]
+    release: Path
+    acts_log: Path
+
+    def acts(self) -> list[dict[str, Any]]:
+        if not self.acts_log.exists():
+            return []
+        return [json.loads(line) for line in self.acts_log.read_text().splitlines() if line]
+
+    async def pending(self) -> bool:
+        rec = await ledger(self.url, "tap-1")
+        return rec is not None and rec[0] == 0
+
+
+@contextlib.asynccontextmanager
+async def held_scene(url: str, hold: str) -> AsyncIterator[HeldScene]:
+    with short_dir() as tmp:
+        release, acts_log, sock = tmp / "go", tmp / "acts.jsonl", tmp / "held.sock"
+        agent = SampleAgent(
+            "held",
+            state=tmp / "held.db",
+            socket=sock,
+            args=["--acts", str(acts_log), "--release", str(release), "--hold", hold],
+        )
+        write_sources(tmp, "held", sock)
+        gateways = workers(tmp, url)
+        try:
+            yield HeldScene(tmp, url, agent, gateways, release, acts_log)
+        finally:
+            release.touch()
+            for gateway in gateways:
+                await gateway.stop()
+            await agent.stop()
+
+
+@pytest.mark.parametrize("hold", ["before", "after"])
+async def test_T1_worker_killed_mid_answer_the_retry_on_another_worker_acts_once(
+    pg_url: str, hold: str
+) -> None:
+    async with held_scene(pg_url, hold) as s:
+        await s.agent.start()
+        await asyncio.gather(*(w.start() for w in s.workers))
+        first, other, third = s.workers
+
+        async def tap() -> None:
+            with contextlib.suppress(aiohttp.ClientError):
+                await first.post(ANSWER_PATH, TAP)  # hangs: the worker dies under it
+
+        tapping = asyncio.create_task(tap())
+        await eventually(s.pending)
+        if hold == "after":
+            await eventually(lambda: len(s.acts()) == 1)  # acted; its answer held
+        await first.kill()
+        await tapping
+        assert await s.pending()
+        s.release.touch()
+        retry = await other.post(ANSWER_PATH, TAP)  # the phone's Retry, on another worker
+        assert retry["outcome"] == "accepted"
+        assert retry["settled"] is True
+        status = await third.get("/api/v1/answers/tap-1")
+        assert (status["outcome"], status["settled"]) == ("accepted", True)
+        assert await ledger(pg_url, "tap-1") == (1, "accepted")
+        await eventually(lambda: len(s.acts()) == 1)
+        await asyncio.sleep(0.3)  # nothing more comes
+        assert s.acts() == [{"how": "answered", "request_id": "tap-1"}]
+
+
+async def test_P3_three_workers_see_each_ask_and_push_it_once(pg_url: str) -> None:
+    with short_dir() as tmp:
+        async with services(tmp, time.time) as svc:
+            agent = Agent(runtime="desk", state_path=tmp / "desk.agent.db", ping_interval=0.2)
+            runner = await agent.serve_unix(tmp / "desk.sock")
+            write_sources(tmp, "desk", tmp / "desk.sock")
+            gateways = workers(tmp, pg_url, push_env(tmp, svc))
+            try:
+                await asyncio.gather(*(w.start() for w in gateways))
+                body = {"provider": "apns", "token": apns_token(1)}
+                await gateways[1].post("/api/v1/devices", body)
+                for n in range(3):  # three panes: within P1's limits for one worker
+                    conv = await agent.open_conversation(f"c{n}", title=f"Deploy {n}")
+                    await raise_asks(conv, f"a{n}")
+                await eventually(lambda: len(svc.apns.requests) >= 3, within=10)
+                await asyncio.sleep(1.0)  # nothing more comes
+                asks = sorted(str(r.json["collie"]["ask"]) for r in svc.apns.requests)  # type: ignore[index]
+                assert asks == ["a0", "a1", "a2"]
+                log = (await gateways[2].get("/api/v1/pushes?limit=100"))["pushes"]
+                sent = [e["ask"] for e in log if e["outcome"] == "sent"]
+                assert sorted(sent) == ["a0", "a1", "a2"]
+            finally:
+                for gateway in gateways:
+                    await gateway.stop()
+                await runner.close()
+                await agent.close()
