@@ -67,7 +67,7 @@ class Gateway:
         mirrors = await self.mirrors_repo.load_mirrors(source.name for source in s.sources)
         self.agents = Agents(s.sources, mirrors, s.catalogue, s.timing)
         self.mirrors = self.agents.mirrors
-        self.ledger = Answering(self.stores.ledger, s.clock)
+        self.ledger = Answering(self.stores.ledger, s.clock, shared=self.stores.shared)
         await self.ledger.load()
         self.answers = Answers(self.agents, self.ledger, s.catalogue, s.clock, self.redact, publish)
         items_mask = self.redactor.mask if self.redactor.enabled else None

@@ -161,6 +161,7 @@ class Answers:
         """Every ``interval`` s, send unsettled taps of ready agents again (T1)."""
         while True:
             await asyncio.sleep(interval)
+            await self.ledger.refresh()
             for name in self.agents.ready():
                 await self.resend_pending(name)
 

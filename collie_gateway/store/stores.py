@@ -44,6 +44,11 @@ class Stores:
     crew: CrewStore
     close: Callable[[], Awaitable[None]]
 
+    @property
+    def shared(self) -> bool:
+        """Whether other workers may write the same store (PostgreSQL)."""
+        return self.backend == "postgresql"
+
 
 async def open_stores(db_path: Path, url: str | None = None) -> Stores:
     """The repositories on PostgreSQL at ``url`` when given, else on the SQLite file

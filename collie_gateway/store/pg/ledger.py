@@ -43,7 +43,8 @@ async def _insert(conn: Conn, rec: Record, now: str) -> None:
 
 
 async def _update(conn: Conn, rec: Record, now: str) -> None:
-    await conn.execute(pg(_UPDATE), _update_args(rec, now))
+    # A record another worker settled stays settled (its agent's word came first).
+    await conn.execute(pg(_UPDATE) + " AND settled = 0", _update_args(rec, now))
 
 
 class PgLedgerRepo:
