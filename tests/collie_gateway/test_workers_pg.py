@@ -171,3 +171,48 @@ async def test_P3_three_workers_see_each_ask_and_push_it_once(pg_url: str) -> No
                     await gateway.stop()
                 await runner.close()
                 await agent.close()
+
+
+async def frames(resp: aiohttp.ClientResponse, count: int) -> list[tuple[str, str]]:
+    """The next ``count`` events of a live stream: (id, type); pings skipped."""
+    got: list[tuple[str, str]] = []
+    while len(got) < count:
+        block = (await asyncio.wait_for(resp.content.readuntil(b"\n\n"), 10)).decode()
+        fields = dict(line.split(": ", 1) for line in block.strip().splitlines() if ": " in line)
+        if "event" in fields:
+            got.append((fields.get("id", ""), fields["event"]))
+    return got
+
+
+async def test_a_phone_resuming_on_another_worker_is_told_to_reset_and_reads_its_screens(
+    pg_url: str,
+) -> None:
+    """Today's rule for an id of another worker (README): ``reset``, never a wrong replay;
+    the screens it reads again there show what the killed worker showed."""
+    with short_dir() as tmp:
+        agent = Agent(runtime="desk", state_path=tmp / "desk.agent.db", ping_interval=0.2)
+        runner = await agent.serve_unix(tmp / "desk.sock")
+        write_sources(tmp, "desk", tmp / "desk.sock")
+        gateways = workers(tmp, pg_url)
+        try:
+            await asyncio.gather(*(w.start() for w in gateways))
+            first, other, _ = gateways
+            async with aiohttp.ClientSession() as http:
+                resp = await http.get(first.base + "/api/v1/events")
+                assert (await frames(resp, 1))[0][1] == "stream"
+                await agent.open_conversation("c1", title="Deploy")
+                last_id, _ = (await frames(resp, 1))[0]
+                assert last_id
+                await first.kill()
+                headers = {"Last-Event-ID": last_id}
+                again = await http.get(other.base + "/api/v1/events", headers=headers)
+                assert [kind for _, kind in await frames(again, 2)] == ["stream", "reset"]
+                again.close()
+                resp.close()
+            listed = await other.get("/api/v1/agents/desk/conversations?poll=true")
+            assert [r["conversation_id"] for r in listed["rows"]] == ["c1"]
+        finally:
+            for gateway in gateways:
+                await gateway.stop()
+            await runner.close()
+            await agent.close()
