@@ -156,10 +156,7 @@ class Pushing:
         service = cls(repo, publish, config, content.redact, targets)
         state = await repo.limiter_state()
         if state is not None:
-            try:
-                service.limiter = PushLimiter.from_state(state)
-            except ValueError:
-                log.warning("stored push limiter state unreadable; starting afresh")
+            service._load_limiter(state)
         return service
 
     async def close(self, grace: float = PUSH_GRACE) -> None:
@@ -293,6 +290,25 @@ class Pushing:
         await self.repo.release(key)
 
     async def _plan(
+        self, key: str, agent: str, ask: Ask, pane: str | None, quiet: bool, member: str | None
+    ) -> bool:
+        """:meth:`_decide` in a turn at the limiter: on a store shared by several workers the
+        limiter is read before and stored after each decision, one worker at a time (P1)."""
+        async with self.repo.limiter_turn() as turn:
+            if turn.state is not None:
+                self._load_limiter(turn.state)
+            dispatched = await self._decide(key, agent, ask, pane, quiet, member)
+            if turn.shared:
+                turn.keep(self.limiter.to_state(self.clock().timestamp()))
+        return dispatched
+
+    def _load_limiter(self, state: bytes) -> None:
+        try:
+            self.limiter = PushLimiter.from_state(state)
+        except ValueError:
+            log.warning("stored push limiter state unreadable; starting afresh")
+
+    async def _decide(
         self, key: str, agent: str, ask: Ask, pane: str | None, quiet: bool, member: str | None
     ) -> bool:
         """Decide the ask's push (:func:`~collie_gateway.core.push_plan.decide`) and carry the

@@ -8,13 +8,14 @@ contract tests (``tests/collie_gateway/test_store_contract.py``) run them on bot
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import Any, Protocol
 
 from collie_gateway.core.answers import Record, Settlement, Tap, TapDecision
 from collie_gateway.core.mirror import AgentMirror
 from collie_gateway.core.notes import Note
-from collie_gateway.store.pushes import LogEntry, OnceFacts, Owe
+from collie_gateway.store.pushes import LimiterTurn, LogEntry, OnceFacts, Owe
 from push import Device, Environment, Provider
 
 
@@ -151,6 +152,12 @@ class PushesStore(Protocol):
 
     async def limiter_state(self) -> bytes | None:
         """The limiter's stored state."""
+        ...
+
+    def limiter_turn(self) -> contextlib.AbstractAsyncContextManager[LimiterTurn]:
+        """One push decision's turn at the limiter (P1 across workers): while it is held no
+        other worker decides; ``state`` is the limiter as stored (None: this process's own
+        limiter is the truth) and what is ``keep``-ed is stored when the turn ends."""
         ...
 
     async def facts(self, key: str) -> OnceFacts:

@@ -216,3 +216,41 @@ async def test_a_phone_resuming_on_another_worker_is_told_to_reset_and_reads_its
                 await gateway.stop()
             await runner.close()
             await agent.close()
+
+
+async def test_P1_three_workers_push_no_more_than_one_worker_would(pg_url: str) -> None:
+    """Six asks in one pane within a minute: P1 lets three through (one worker's count),
+    whichever of the three workers decides each."""
+    with short_dir() as tmp:
+        async with services(tmp, time.time) as svc:
+            agent = Agent(runtime="desk", state_path=tmp / "desk.agent.db", ping_interval=0.2)
+            runner = await agent.serve_unix(tmp / "desk.sock")
+            write_sources(tmp, "desk", tmp / "desk.sock")
+            gateways = workers(tmp, pg_url, push_env(tmp, svc))
+            try:
+                await asyncio.gather(*(w.start() for w in gateways))
+                body = {"provider": "apns", "token": apns_token(1)}
+                await gateways[0].post("/api/v1/devices", body)
+                conv = await agent.open_conversation("c1", title="Deploy")
+                await raise_asks(conv, *(f"a{n}" for n in range(6)))
+
+                async def decided() -> bool:
+                    log = (await gateways[1].get("/api/v1/pushes?limit=200"))["pushes"]
+                    final = {e["ask"] for e in log if e["outcome"] in ("sent", "rate_limited")}
+                    return len(final) == 6
+
+                await eventually(decided, within=15)
+                await asyncio.sleep(1.0)  # nothing more comes
+                pushed = [str(r.json["collie"]["ask"]) for r in svc.apns.requests]  # type: ignore[index]
+                assert len(pushed) == len(set(pushed)) == 3  # the workers' order, not a0 to a2
+                log = (await gateways[2].get("/api/v1/pushes?limit=200"))["pushes"]
+                limited = {e["ask"] for e in log if e["outcome"] == "rate_limited"}
+                assert limited == {f"a{n}" for n in range(6)} - set(pushed)
+                assert {e["reason"] for e in log if e["outcome"] == "rate_limited"} == {
+                    "pane_minute"
+                }
+            finally:
+                for gateway in gateways:
+                    await gateway.stop()
+                await runner.close()
+                await agent.close()

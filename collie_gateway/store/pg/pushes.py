@@ -4,18 +4,21 @@ log; the same rows as the SQLite file's (``store/pushes.py``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
 
-from collie_gateway.store.pg.database import Conn, PgDatabase
+from collie_gateway.store.pg.database import Conn, PgDatabase, lock
 from collie_gateway.store.pushes import (
     _DEVICES,
     LIMITER_KEY,
     LOG_KEPT,
     NOT_DELIVERED,
     SENT,
+    LimiterTurn,
     LogEntry,
     OnceFacts,
     Owe,
@@ -23,6 +26,10 @@ from collie_gateway.store.pushes import (
 )
 from push import Device, Environment, Provider
 
+_PUT_KV = (
+    "INSERT INTO kv(key, value) VALUES (%s, %s)"
+    " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
 _TRY_LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
 _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
 _LOG_COLUMNS = ("at", "agent", "conversation", "ask", "device", "outcome", "reason", "provider_id")
@@ -66,11 +73,7 @@ async def _owe(conn: Conn, owe: Owe) -> None:
             " ON CONFLICT DO NOTHING",
             [(owe.key, d, owe.at) for d in owe.devices],
         )
-    await conn.execute(
-        "INSERT INTO kv(key, value) VALUES (%s, %s)"
-        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (LIMITER_KEY, owe.limiter_state),
-    )
+    await conn.execute(_PUT_KV, (LIMITER_KEY, owe.limiter_state))
 
 
 class PgPushesRepo:
@@ -85,6 +88,7 @@ class PgPushesRepo:
         self.db = db
         self._claims: Conn | None = None  # the connection holding this worker's claims
         self._claims_lock = asyncio.Lock()
+        self._turns = asyncio.Lock()  # one limiter turn of this worker waits on the database
         db.on_close(self._close_claims)
 
     async def _claims_conn(self) -> Conn:
@@ -150,6 +154,18 @@ class PgPushesRepo:
             cur = await conn.execute(_DEVICES + ", id")
             rows = await cur.fetchall()
         return [_device(r) for r in rows]
+
+    @contextlib.asynccontextmanager
+    async def limiter_turn(self) -> AsyncIterator[LimiterTurn]:
+        """One decision at a time across workers (an advisory lock held by a transaction),
+        reading the limiter as stored and storing it as kept."""
+        async with self._turns, self.db.transaction() as conn:
+            await lock(conn, "push limiter")
+            row = await _one(conn, "SELECT value FROM kv WHERE key = %s", (LIMITER_KEY,))
+            turn = LimiterTurn(True, bytes(row[0]) if row is not None else None)
+            yield turn
+            if turn.kept is not None:
+                await conn.execute(_PUT_KV, (LIMITER_KEY, turn.kept))
 
     async def limiter_state(self) -> bytes | None:
         """The limiter's stored state."""
