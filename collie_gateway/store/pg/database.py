@@ -132,6 +132,11 @@ def shown(url: str) -> str:
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
+def one_line(exc: BaseException) -> str:
+    """The server's message on one line (libpq's run over several)."""
+    return " ".join(str(exc).split())
+
+
 Conn = psycopg.AsyncConnection[TupleRow]
 
 
@@ -181,7 +186,7 @@ class PgDatabase:
                     pass
         except (PoolTimeout, psycopg.Error) as exc:
             await pool.close()
-            raise StoreError(f"{shown(url)}: cannot use the database ({exc})") from None
+            raise StoreError(f"{shown(url)}: cannot use the database ({one_line(exc)})") from None
         except BaseException:
             await pool.close()
             raise
@@ -227,7 +232,7 @@ async def check(url: str) -> None:
     try:
         conn = await psycopg.AsyncConnection.connect(url, connect_timeout=int(CONNECT_TIMEOUT))
     except psycopg.Error as exc:
-        raise StoreError(f"{shown(url)}: cannot reach the database ({exc})") from None
+        raise StoreError(f"{shown(url)}: cannot reach the database ({one_line(exc)})") from None
     async with conn:
         cur = await conn.execute("SELECT to_regclass('collie_schema') IS NOT NULL")
         row = await cur.fetchone()
