@@ -61,16 +61,8 @@ async def open_stores(db_path: Path, url: str | None = None) -> Stores:
         return await _open_pg(url)
     db = await Database.open(db_path)
     kv = KvRepo(db)
-    return Stores(
-        "sqlite",
-        MirrorsRepo(db),
-        LedgerRepo(db),
-        NotesRepo(db),
-        PushesRepo(db),
-        kv,
-        CrewRepo(kv),
-        db.close,
-    )
+    repos = (MirrorsRepo(db), LedgerRepo(db), NotesRepo(db), PushesRepo(db))
+    return Stores("sqlite", *repos, kv, CrewRepo(kv), db.close)
 
 
 async def _open_pg(url: str) -> Stores:
@@ -83,13 +75,5 @@ async def _open_pg(url: str) -> Stores:
 
     db = await PgDatabase.open(url)
     kv = PgKvRepo(db)
-    return Stores(
-        "postgresql",
-        PgMirrorsRepo(db),
-        PgLedgerRepo(db),
-        PgNotesRepo(db),
-        PgPushesRepo(db),
-        kv,
-        CrewRepo(kv),
-        db.close,
-    )
+    repos = (PgMirrorsRepo(db), PgLedgerRepo(db), PgNotesRepo(db), PgPushesRepo(db))
+    return Stores("postgresql", *repos, kv, CrewRepo(kv), db.close)

@@ -27,7 +27,7 @@ import pytest
 from fixtures.agents.harness import SampleAgent, short_dir
 from tests.collie_gateway.conftest import eventually
 from tests.collie_gateway.processes import GatewayProcess
-from tests.collie_gateway.push_fixtures import services
+from tests.collie_gateway.push_fixtures import Services, services
 from tests.collie_gateway.test_shutdown import apns_token, push_env, raise_asks
 from wire.agent import Agent
 
@@ -145,32 +145,74 @@ async def test_T1_worker_killed_mid_answer_the_retry_on_another_worker_acts_once
         assert s.acts() == [{"how": "answered", "request_id": "tap-1"}]
 
 
-async def test_P3_three_workers_see_each_ask_and_push_it_once(pg_url: str) -> None:
+@dataclass
+class DeskScene:
+    """An SDK agent ``desk`` on a socket, three workers for it (started), the push fakes."""
+
+    agent: Agent
+    workers: list[GatewayProcess]
+    svc: Services
+
+    def pushed(self) -> list[str]:
+        """The ask of each push APNs received, in order."""
+        return [str(r.json["collie"]["ask"]) for r in self.svc.apns.requests]  # type: ignore[index]
+
+    async def log(self, worker: int) -> list[dict[str, Any]]:
+        return list((await self.workers[worker].get("/api/v1/pushes?limit=200"))["pushes"])
+
+
+@contextlib.asynccontextmanager
+async def desk_scene(url: str, phone: bool = True) -> AsyncIterator[DeskScene]:
+    """The scene, a phone's APNs token registered on the second worker when ``phone``."""
     with short_dir() as tmp:
         async with services(tmp, time.time) as svc:
             agent = Agent(runtime="desk", state_path=tmp / "desk.agent.db", ping_interval=0.2)
             runner = await agent.serve_unix(tmp / "desk.sock")
             write_sources(tmp, "desk", tmp / "desk.sock")
-            gateways = workers(tmp, pg_url, push_env(tmp, svc))
+            gateways = workers(tmp, url, push_env(tmp, svc))
             try:
                 await asyncio.gather(*(w.start() for w in gateways))
-                body = {"provider": "apns", "token": apns_token(1)}
-                await gateways[1].post("/api/v1/devices", body)
-                for n in range(3):  # three panes: within P1's limits for one worker
-                    conv = await agent.open_conversation(f"c{n}", title=f"Deploy {n}")
-                    await raise_asks(conv, f"a{n}")
-                await eventually(lambda: len(svc.apns.requests) >= 3, within=10)
-                await asyncio.sleep(1.0)  # nothing more comes
-                asks = sorted(str(r.json["collie"]["ask"]) for r in svc.apns.requests)  # type: ignore[index]
-                assert asks == ["a0", "a1", "a2"]
-                log = (await gateways[2].get("/api/v1/pushes?limit=100"))["pushes"]
-                sent = [e["ask"] for e in log if e["outcome"] == "sent"]
-                assert sorted(sent) == ["a0", "a1", "a2"]
+                if phone:
+                    body = {"provider": "apns", "token": apns_token(1)}
+                    await gateways[1].post("/api/v1/devices", body)
+                yield DeskScene(agent, gateways, svc)
             finally:
                 for gateway in gateways:
                     await gateway.stop()
                 await runner.close()
                 await agent.close()
+
+
+async def test_P3_three_workers_see_each_ask_and_push_it_once(pg_url: str) -> None:
+    async with desk_scene(pg_url) as s:
+        for n in range(3):  # three panes: within P1's limits for one worker
+            conv = await s.agent.open_conversation(f"c{n}", title=f"Deploy {n}")
+            await raise_asks(conv, f"a{n}")
+        await eventually(lambda: len(s.svc.apns.requests) >= 3, within=10)
+        await asyncio.sleep(1.0)  # nothing more comes
+        assert sorted(s.pushed()) == ["a0", "a1", "a2"]
+        sent = [e["ask"] for e in await s.log(2) if e["outcome"] == "sent"]
+        assert sorted(sent) == ["a0", "a1", "a2"]
+
+
+async def test_P1_three_workers_push_no_more_than_one_worker_would(pg_url: str) -> None:
+    """Six asks in one pane within a minute: P1 lets three through (one worker's count),
+    whichever of the three workers decides each."""
+    async with desk_scene(pg_url) as s:
+        conv = await s.agent.open_conversation("c1", title="Deploy")
+        await raise_asks(conv, *(f"a{n}" for n in range(6)))
+
+        async def decided() -> bool:
+            final = {e["ask"] for e in await s.log(1) if e["outcome"] in ("sent", "rate_limited")}
+            return len(final) == 6
+
+        await eventually(decided, within=15)
+        await asyncio.sleep(1.0)  # nothing more comes
+        pushed = s.pushed()
+        assert len(pushed) == len(set(pushed)) == 3  # the workers' order, not a0 to a2
+        limited = [e for e in await s.log(2) if e["outcome"] == "rate_limited"]
+        assert {e["ask"] for e in limited} == {f"a{n}" for n in range(6)} - set(pushed)
+        assert {e["reason"] for e in limited} == {"pane_minute"}
 
 
 async def frames(resp: aiohttp.ClientResponse, count: int) -> list[tuple[str, str]]:
@@ -189,68 +231,18 @@ async def test_a_phone_resuming_on_another_worker_is_told_to_reset_and_reads_its
 ) -> None:
     """Today's rule for an id of another worker (README): ``reset``, never a wrong replay;
     the screens it reads again there show what the killed worker showed."""
-    with short_dir() as tmp:
-        agent = Agent(runtime="desk", state_path=tmp / "desk.agent.db", ping_interval=0.2)
-        runner = await agent.serve_unix(tmp / "desk.sock")
-        write_sources(tmp, "desk", tmp / "desk.sock")
-        gateways = workers(tmp, pg_url)
-        try:
-            await asyncio.gather(*(w.start() for w in gateways))
-            first, other, _ = gateways
-            async with aiohttp.ClientSession() as http:
-                resp = await http.get(first.base + "/api/v1/events")
-                assert (await frames(resp, 1))[0][1] == "stream"
-                await agent.open_conversation("c1", title="Deploy")
-                last_id, _ = (await frames(resp, 1))[0]
-                assert last_id
-                await first.kill()
-                headers = {"Last-Event-ID": last_id}
-                again = await http.get(other.base + "/api/v1/events", headers=headers)
-                assert [kind for _, kind in await frames(again, 2)] == ["stream", "reset"]
-                again.close()
-                resp.close()
-            listed = await other.get("/api/v1/agents/desk/conversations?poll=true")
-            assert [r["conversation_id"] for r in listed["rows"]] == ["c1"]
-        finally:
-            for gateway in gateways:
-                await gateway.stop()
-            await runner.close()
-            await agent.close()
-
-
-async def test_P1_three_workers_push_no_more_than_one_worker_would(pg_url: str) -> None:
-    """Six asks in one pane within a minute: P1 lets three through (one worker's count),
-    whichever of the three workers decides each."""
-    with short_dir() as tmp:
-        async with services(tmp, time.time) as svc:
-            agent = Agent(runtime="desk", state_path=tmp / "desk.agent.db", ping_interval=0.2)
-            runner = await agent.serve_unix(tmp / "desk.sock")
-            write_sources(tmp, "desk", tmp / "desk.sock")
-            gateways = workers(tmp, pg_url, push_env(tmp, svc))
-            try:
-                await asyncio.gather(*(w.start() for w in gateways))
-                body = {"provider": "apns", "token": apns_token(1)}
-                await gateways[0].post("/api/v1/devices", body)
-                conv = await agent.open_conversation("c1", title="Deploy")
-                await raise_asks(conv, *(f"a{n}" for n in range(6)))
-
-                async def decided() -> bool:
-                    log = (await gateways[1].get("/api/v1/pushes?limit=200"))["pushes"]
-                    final = {e["ask"] for e in log if e["outcome"] in ("sent", "rate_limited")}
-                    return len(final) == 6
-
-                await eventually(decided, within=15)
-                await asyncio.sleep(1.0)  # nothing more comes
-                pushed = [str(r.json["collie"]["ask"]) for r in svc.apns.requests]  # type: ignore[index]
-                assert len(pushed) == len(set(pushed)) == 3  # the workers' order, not a0 to a2
-                log = (await gateways[2].get("/api/v1/pushes?limit=200"))["pushes"]
-                limited = {e["ask"] for e in log if e["outcome"] == "rate_limited"}
-                assert limited == {f"a{n}" for n in range(6)} - set(pushed)
-                assert {e["reason"] for e in log if e["outcome"] == "rate_limited"} == {
-                    "pane_minute"
-                }
-            finally:
-                for gateway in gateways:
-                    await gateway.stop()
-                await runner.close()
-                await agent.close()
+    async with desk_scene(pg_url, phone=False) as s, aiohttp.ClientSession() as http:
+        first, other, _ = s.workers
+        resp = await http.get(first.base + "/api/v1/events")
+        assert (await frames(resp, 1))[0][1] == "stream"
+        await s.agent.open_conversation("c1", title="Deploy")
+        last_id, _ = (await frames(resp, 1))[0]
+        assert last_id
+        await first.kill()
+        headers = {"Last-Event-ID": last_id}
+        again = await http.get(other.base + "/api/v1/events", headers=headers)
+        assert [kind for _, kind in await frames(again, 2)] == ["stream", "reset"]
+        again.close()
+        resp.close()
+        listed = await other.get("/api/v1/agents/desk/conversations?poll=true")
+        assert [r["conversation_id"] for r in listed["rows"]] == ["c1"]
