@@ -239,3 +239,22 @@ async def test_P3_a_claim_is_held_by_one_postgres_worker_and_goes_with_it(pg_url
         assert await three.pushes.claim("desk/a2")
     finally:
         await three.close()
+
+
+async def test_P3_a_claims_connection_the_server_dropped_is_made_again(pg_url: str) -> None:
+    one = await open_stores(Path("unused.db"), pg_url)
+    two = await open_stores(Path("unused.db"), pg_url)
+    try:
+        assert await one.pushes.claim("desk/a1")
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks"
+                " WHERE locktype = 'advisory' AND pid <> pg_backend_pid()"
+            )
+        await one.pushes.release("desk/a1")  # its connection is gone: nothing to give back
+        assert await two.pushes.claim("desk/a1")  # the lock went with the connection
+        assert not await one.pushes.claim("desk/a1")  # a new connection, the lock is taken
+        assert await one.pushes.claim("desk/a2")
+    finally:
+        await one.close()
+        await two.close()

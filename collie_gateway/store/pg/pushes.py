@@ -98,18 +98,28 @@ class PgPushesRepo:
 
     async def claim(self, key: str) -> bool:
         """Take the right to decide and send ``key``'s push; False while another worker
-        holds it."""
+        holds it. A lost connection is made again once (its claims went with it)."""
         async with self._claims_lock:
-            conn = await self._claims_conn()
-            row = await _one(conn, _TRY_LOCK, ("push\x1f" + key,))
-        return bool(row and row[0])
+            for attempt in (1, 2):
+                conn = await self._claims_conn()
+                try:
+                    row = await _one(conn, _TRY_LOCK, ("push\x1f" + key,))
+                    return bool(row and row[0])
+                except psycopg.OperationalError:
+                    await conn.close()
+                    if attempt == 2:
+                        raise
+        raise AssertionError("unreachable")
 
     async def release(self, key: str) -> None:
         """Give back the claim on ``key`` (gone anyway if its connection was lost)."""
         async with self._claims_lock:
             if self._claims is None or self._claims.closed:
                 return
-            await self._claims.execute(_UNLOCK, ("push\x1f" + key,))
+            try:
+                await self._claims.execute(_UNLOCK, ("push\x1f" + key,))
+            except psycopg.OperationalError:
+                await self._claims.close()  # the server dropped it: its locks are gone
 
     async def _close_claims(self) -> None:
         if self._claims is not None:
