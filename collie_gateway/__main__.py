@@ -220,7 +220,9 @@ def push_options_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     """``Settings`` fields of push from the environment: ``COLLIE_PUSH_TTL`` (seconds a push
     without a deadline waits for an offline phone; default 3600) and
     ``COLLIE_APNS_ENVIRONMENT`` (``production`` or ``sandbox``: of an APNs token registered
-    without naming one; default production).
+    without naming one; default production), ``COLLIE_RESEND_INTERVAL`` (seconds between two
+    rounds of sending unsettled answers again and, with several workers, of looking for
+    pushes a dead worker owed; default 30).
 
     Raises:
         ConfigError: a value out of its range.
@@ -234,6 +236,14 @@ def push_options_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
             options["push_ttl"] = -1.0
         if not 0 <= options["push_ttl"] <= 28 * 86400:
             raise ConfigError(f"COLLIE_PUSH_TTL is seconds, 0 to 2419200 (28 days): {ttl!r}")
+    interval = environ.get("COLLIE_RESEND_INTERVAL")
+    if interval:
+        try:
+            options["resend_interval"] = float(interval)
+        except ValueError:
+            options["resend_interval"] = 0.0
+        if not 0.1 <= options["resend_interval"] <= 3600:
+            raise ConfigError(f"COLLIE_RESEND_INTERVAL is seconds, 0.1 to 3600: {interval!r}")
     env = environ.get("COLLIE_APNS_ENVIRONMENT")
     if env:
         if env not in ("production", "sandbox"):

@@ -57,6 +57,9 @@ class Gateway:
         gw.mirrors_repo.start_flusher()
         gw.supervisor.start()
         gw.tasks.spawn(gw.answers.resend_loop(settings.resend_interval), "resend-loop")
+        if gw.stores.shared:  # a worker that died owing a push leaves it to the others
+            owed = gw.pushing.owed_loop(settings.resend_interval, gw._open_asks)
+            gw.tasks.spawn(owed, "owed-loop")
         gw.crew.restore(await gw.crew_repo.saved_rows())
         gw.crew.start()
         gw.agents.start(gw.router)
@@ -90,6 +93,15 @@ class Gateway:
         sections = self.crew.sections
         self.rows = Rows(s.sources, self.agents.mirror, s.catalogue, s.spaces, publish, sections)
         self.router = self._router()
+
+    def _open_asks(self) -> list[tuple[str, Ask, str | None]]:
+        """(agent, ask, pane) of every open ask of this gateway's agents."""
+        return [
+            (mirror.name, ask, conv.title)
+            for mirror in self.mirrors.values()
+            for conv in list(mirror.conversations.values())
+            for ask in conv.asks
+        ]
 
     def _member_ask(
         self, machine: str, agent: str, ask: Ask, pane: str | None, from_snapshot: bool

@@ -407,6 +407,23 @@ class Pushing:
         if await self.repo.delivered(key, delivery.device_id, delivery.outcome.value, at):
             self._owed.discard(key)
 
+    async def owed_loop(
+        self, interval: float, open_asks: Callable[[], list[tuple[str, Ask, str | None]]]
+    ) -> None:
+        """On a store shared by several workers, every ``interval`` s: an open ask whose push
+        is owed and that no worker is sending (the one that was died) is sent now (P3), to
+        the devices still owed it. ``open_asks``: (agent, ask, pane) of every open ask."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                owed = await self.repo.owed()
+                for agent, ask, pane in open_asks() if owed else []:
+                    key = self._key(agent, ask, None)
+                    if key in owed and key not in self._busy:
+                        await self.ask_raised(agent, ask, pane, from_snapshot=True)
+            except Exception:  # the store unreachable for now: the next round looks again
+                log.exception("owed pushes not looked for")
+
     def owes(self, agent: str, ask: Ask, *, machine: str | None = None) -> bool:
         """Whether a push for the ask was seen owed in this run (:meth:`ask_resolved` then
         has something to write; else the caller need not start it)."""

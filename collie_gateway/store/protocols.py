@@ -150,6 +150,10 @@ class PushesStore(Protocol):
         """Give back the claim on ``key``."""
         ...
 
+    async def owed(self) -> set[str]:
+        """Every once-key whose push is owed (decided, not yet delivered everywhere)."""
+        ...
+
     async def limiter_state(self) -> bytes | None:
         """The limiter's stored state."""
         ...

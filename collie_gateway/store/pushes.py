@@ -167,6 +167,12 @@ class PushesRepo:
     async def release(self, key: str) -> None:
         """Nothing is held in the file."""
 
+    async def owed(self) -> set[str]:
+        """Every once-key whose push is owed."""
+        sql = "SELECT key FROM push_once WHERE state = 'owed'"
+        rows = await self.db.query(lambda conn: conn.execute(sql).fetchall())
+        return {str(r[0]) for r in rows}
+
     @contextlib.asynccontextmanager
     async def limiter_turn(self) -> AsyncIterator[LimiterTurn]:
         """One process owns the file: its limiter in memory is the truth (saved with each

@@ -29,6 +29,7 @@ from tests.collie_gateway.conftest import eventually
 from tests.collie_gateway.processes import GatewayProcess
 from tests.collie_gateway.push_fixtures import Services, services
 from tests.collie_gateway.test_shutdown import apns_token, push_env, raise_asks
+from tests.push.fakes import ApnsSeen, Reply
 from wire.agent import Agent
 
 TAP = {"request_id": "tap-1", "version": 1, "answer": {"option": "allow"}}
@@ -162,14 +163,16 @@ class DeskScene:
 
 
 @contextlib.asynccontextmanager
-async def desk_scene(url: str, phone: bool = True) -> AsyncIterator[DeskScene]:
+async def desk_scene(
+    url: str, phone: bool = True, env: dict[str, str] | None = None
+) -> AsyncIterator[DeskScene]:
     """The scene, a phone's APNs token registered on the second worker when ``phone``."""
     with short_dir() as tmp:
         async with services(tmp, time.time) as svc:
             agent = Agent(runtime="desk", state_path=tmp / "desk.agent.db", ping_interval=0.2)
             runner = await agent.serve_unix(tmp / "desk.sock")
             write_sources(tmp, "desk", tmp / "desk.sock")
-            gateways = workers(tmp, url, push_env(tmp, svc))
+            gateways = workers(tmp, url, {**push_env(tmp, svc), **(env or {})})
             try:
                 await asyncio.gather(*(w.start() for w in gateways))
                 if phone:
@@ -213,6 +216,53 @@ async def test_P1_three_workers_push_no_more_than_one_worker_would(pg_url: str) 
         limited = [e for e in await s.log(2) if e["outcome"] == "rate_limited"]
         assert {e["ask"] for e in limited} == {f"a{n}" for n in range(6)} - set(pushed)
         assert {e["reason"] for e in limited} == {"pane_minute"}
+
+
+async def claim_holder(url: str) -> int | None:
+    """The OS process id of the worker holding a push claim (its connection's name)."""
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cur = await conn.execute(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+            " WHERE l.locktype = 'advisory' AND l.granted"
+            " AND a.application_name LIKE 'collie-gateway %%'"
+        )
+        rows = await cur.fetchall()
+    return int(str(rows[0][0]).split()[1]) if rows else None
+
+
+async def test_P3_a_push_owed_by_a_worker_killed_while_sending_is_sent_by_another(
+    pg_url: str,
+) -> None:
+    """The worker sending an ask's push waits out APNs's Retry-After: 20 and is killed -9;
+    another worker's round (COLLIE_RESEND_INTERVAL) finds the push owed and unclaimed and
+    sends it: one delivery."""
+    answering = False
+
+    def apns(seen: ApnsSeen) -> Reply:
+        if answering:
+            return Reply(200)
+        return Reply(503, {"reason": "ServiceUnavailable"}, (("retry-after", "20"),))
+
+    async with desk_scene(pg_url, env={"COLLIE_RESEND_INTERVAL": "0.3"}) as s:
+        s.svc.apns.script = apns
+        conv = await s.agent.open_conversation("c1", title="Deploy")
+        await raise_asks(conv, "a1")
+        await eventually(lambda: len(s.svc.apns.requests) == 1, within=10)
+        holder = await claim_holder(pg_url)
+        [owner] = [w for w in s.workers if w.proc is not None and w.proc.pid == holder]
+        await asyncio.sleep(1.0)  # rounds of the others: the claim is held, nothing is sent
+        assert len(s.svc.apns.requests) == 1
+        answering = True
+        await owner.kill()
+
+        async def sent() -> bool:
+            log = await s.log(0 if owner is not s.workers[0] else 1)
+            return any(e["ask"] == "a1" and e["outcome"] == "sent" for e in log)
+
+        await eventually(sent, within=10)
+        await asyncio.sleep(1.0)  # nothing more comes
+        assert [r.json["collie"]["ask"] for r in s.svc.apns.requests] == ["a1", "a1"]  # type: ignore[index]
+        assert s.svc.apns.requests[1].apns_id == s.svc.apns.requests[0].apns_id
 
 
 async def frames(resp: aiohttp.ClientResponse, count: int) -> list[tuple[str, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 from collections.abc import AsyncIterator
 from typing import Any
@@ -93,7 +94,11 @@ class PgPushesRepo:
 
     async def _claims_conn(self) -> Conn:
         if self._claims is None or self._claims.closed:
-            self._claims = await psycopg.AsyncConnection.connect(self.db.url, autocommit=True)
+            # Named by the process, so pg_locks says which worker holds which claim.
+            name = f"collie-gateway {os.getpid()}"
+            self._claims = await psycopg.AsyncConnection.connect(
+                self.db.url, autocommit=True, application_name=name
+            )
         return self._claims
 
     async def claim(self, key: str) -> bool:
@@ -164,6 +169,12 @@ class PgPushesRepo:
             cur = await conn.execute(_DEVICES + ", id")
             rows = await cur.fetchall()
         return [_device(r) for r in rows]
+
+    async def owed(self) -> set[str]:
+        """Every once-key whose push is owed."""
+        async with self.db.reading() as conn:
+            cur = await conn.execute("SELECT key FROM push_once WHERE state = 'owed'")
+            return {str(r[0]) for r in await cur.fetchall()}
 
     @contextlib.asynccontextmanager
     async def limiter_turn(self) -> AsyncIterator[LimiterTurn]:
