@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from collie_gateway.__main__ import store_from
+from collie_gateway.__main__ import push_options_from_env, store_from
 from collie_gateway.errors import ConfigError
 from collie_gateway.store.pg.database import MIGRATIONS
 from collie_gateway.store.stores import open_stores
@@ -52,3 +52,12 @@ async def test_a_database_from_a_newer_gateway_is_one_line_exit_2(
         "update the gateway (the database was not changed)"
     )
     assert not (tmp_path / "collie.db").exists()
+
+
+def test_the_resend_round_is_seconds_in_range() -> None:
+    assert push_options_from_env({"COLLIE_RESEND_INTERVAL": "0.5"}) == {"resend_interval": 0.5}
+    assert push_options_from_env({}) == {}
+    for bad in ("0", "soon", "7200"):
+        with pytest.raises(ConfigError) as caught:
+            push_options_from_env({"COLLIE_RESEND_INTERVAL": bad})
+        assert str(caught.value) == f"COLLIE_RESEND_INTERVAL is seconds, 0.1 to 3600: {bad!r}"
