@@ -5,8 +5,10 @@ database.
 Today every worker follows every agent (README: "Several workers on PostgreSQL"); what these
 tests hold is what the shared store promises: an answer taken on any worker is recorded,
 claimed and settled once in the one ledger, so a phone's retry on another worker after a
-kill -9 gets the right outcome and the agent acts once (T1); and an ask seen by all three
-workers is pushed once (P3).
+kill -9 gets the right outcome and the agent acts once (T1); an ask seen by all three
+workers is pushed once, and a push owed by a worker killed while sending is sent by another
+(P3); three workers push no more than one would (P1); a phone resuming on another worker is
+told to reset.
 """
 
 from __future__ import annotations
