@@ -258,3 +258,26 @@ async def test_P3_a_claims_connection_the_server_dropped_is_made_again(pg_url: s
     finally:
         await one.close()
         await two.close()
+
+
+async def test_P3_owed_keys_are_listed_until_done(open_store: Open) -> None:
+    async with opened(open_store) as store:
+        entry = LogEntry(NOW, "desk", "c1", "a1", None, "decided", None)
+        await store.pushes.log(entry, owe=Owe("desk/a1", 1.0, ("d-1",), b"limits"))
+        await store.pushes.log(entry, owe=Owe("desk/a2", 2.0, (), b"limits"))
+        await store.pushes.log(entry, settle=("desk/a3", 3.0, "muted"))
+        assert await store.pushes.owed() == {"desk/a1", "desk/a2"}
+        assert await store.pushes.finish("desk/a2")
+        assert await store.pushes.owed() == {"desk/a1"}
+
+
+async def test_P1_the_limiter_turn_is_shared_only_on_postgres(open_store: Open) -> None:
+    async with opened(open_store) as store:
+        async with store.pushes.limiter_turn() as turn:
+            assert turn.state is None
+            turn.keep(b"state-1")
+        async with store.pushes.limiter_turn() as turn:
+            if store.shared:  # read as the last turn stored it, one worker at a time
+                assert (turn.shared, turn.state) == (True, b"state-1")
+            else:  # one process: its limiter in memory is the truth
+                assert (turn.shared, turn.state) == (False, None)
