@@ -111,6 +111,16 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (key, device)
     );
     """,
+    # One follower per agent (store/pg/leases.py): the lease, its epoch (the fencing token)
+    # and its expiry, on the database's clock.
+    """
+    CREATE TABLE leases (
+        agent TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        epoch BIGINT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+    );
+    """,
 )
 
 _SCHEMA_TABLE = """
