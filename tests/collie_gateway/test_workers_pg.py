@@ -85,10 +85,6 @@ class HeldScene:
     async def recorded(self) -> bool:
         return await ledger(self.url, "tap-1") is not None
 
-    async def pending(self) -> bool:
-        rec = await ledger(self.url, "tap-1")
-        return rec is not None and rec[0] == 0
-
 
 @contextlib.asynccontextmanager
 async def held_scene(url: str, hold: str) -> AsyncIterator[HeldScene]:
@@ -135,8 +131,6 @@ async def test_T1_worker_killed_mid_answer_the_retry_on_another_worker_acts_once
             # The agent's ask.resolved names tap-1: a surviving worker settles it from the
             # shared ledger, though another worker took it (and died).
             await eventually(lambda: accepted(pg_url), within=10)
-        else:
-            assert await s.pending()  # the reply died with its connection: not acted on
         retry = await other.post(ANSWER_PATH, TAP)  # the phone's Retry, on another worker
         assert retry["outcome"] == "accepted"
         assert retry["settled"] is True
