@@ -121,6 +121,17 @@ MIGRATIONS: tuple[str, ...] = (
         expires_at TIMESTAMPTZ NOT NULL
     );
     """,
+    # The phones' events in one sequence (store/pg/events.py): numbered from a counter row
+    # in the writing transaction, so sequence order is commit order.
+    """
+    CREATE TABLE event_counter (one INTEGER PRIMARY KEY CHECK (one = 1), seq BIGINT NOT NULL);
+    INSERT INTO event_counter(one, seq) VALUES (1, 0);
+    CREATE TABLE events (
+        seq BIGINT PRIMARY KEY,
+        type TEXT NOT NULL,
+        data BYTEA NOT NULL
+    );
+    """,
 )
 
 _SCHEMA_TABLE = """
