@@ -29,14 +29,7 @@ from collie_gateway.services.rows import Rows
 from collie_gateway.services.supervisor import Supervisor
 from collie_gateway.services.tasks import Tasks
 from collie_gateway.settings import Settings
-from collie_gateway.store.crew import CrewRepo
-from collie_gateway.store.database import Database
-from collie_gateway.store.kv import KvRepo
-from collie_gateway.store.ledger import LedgerRepo
-from collie_gateway.store.mirrors import MirrorsRepo
-from collie_gateway.store.notes import NotesRepo
-from collie_gateway.store.phones import PhonesRepo
-from collie_gateway.store.pushes import PushesRepo
+from collie_gateway.store.stores import Stores, open_stores
 from push import Content
 from wire.messages import Ask
 
@@ -46,15 +39,15 @@ REDACT_CACHE = 65_536  # titles masked on every visit are remembered (bench/chat
 class Gateway:
     """Every room of one gateway, built by :meth:`open` and closed by :meth:`close`."""
 
-    def __init__(self, settings: Settings, db: Database) -> None:
+    def __init__(self, settings: Settings, stores: Stores) -> None:
         self.settings = settings
-        self.db = db
+        self.stores = stores
         self.tasks = Tasks()
         self.bus = PhoneBus(settings.phone_ring, settings.stream_frame)
         self.redactor = Redactor(enabled=settings.redact)
         self.redact = functools.lru_cache(maxsize=REDACT_CACHE)(self.redactor.mask)
-        self.mirrors_repo = MirrorsRepo(db)
-        self.crew_repo = CrewRepo(KvRepo(db))
+        self.mirrors_repo = stores.mirrors
+        self.crew_repo = stores.crew
         self.supervisor = Supervisor(
             [s.bridge for s in settings.sources if s.bridge is not None], settings.bridge_backoff
         )
@@ -62,11 +55,14 @@ class Gateway:
     @classmethod
     async def open(cls, settings: Settings) -> Gateway:
         """Open the store, load the last mirror, build every service, start the links."""
-        gw = cls(settings, await Database.open(settings.db_path))
+        gw = cls(settings, await open_stores(settings.db_path, settings.database_url))
         await gw._build()
         gw.mirrors_repo.start_flusher()
         gw.supervisor.start()
         gw.tasks.spawn(gw.answers.resend_loop(settings.resend_interval), "resend-loop")
+        if gw.stores.shared:  # a worker that died owing a push leaves it to the others
+            owed = gw.pushing.owed_loop(settings.resend_interval, gw._open_asks)
+            gw.tasks.spawn(owed, "owed-loop")
         gw.crew.restore(await gw.crew_repo.saved_rows())
         gw.crew.start()
         gw.agents.start(gw.router)
@@ -77,12 +73,12 @@ class Gateway:
         mirrors = await self.mirrors_repo.load_mirrors(source.name for source in s.sources)
         self.agents = Agents(s.sources, mirrors, s.catalogue, s.timing)
         self.mirrors = self.agents.mirrors
-        self.ledger = Answering(LedgerRepo(self.db), s.clock)
+        self.ledger = Answering(self.stores.ledger, s.clock, shared=self.stores.shared)
         await self.ledger.load()
         self.answers = Answers(self.agents, self.ledger, s.catalogue, s.clock, self.redact, publish)
         items_mask = self.redactor.mask if self.redactor.enabled else None
         chat_config = ChatConfig(s.languages, s.clock, self.redact, items_mask)
-        notes = NotesRepo(self.db)
+        notes = self.stores.notes
         self.chats = Chats(self.agents, notes, self.answers.cards, publish, spawn, chat_config)
         content = Content(
             strings=s.catalogue,
@@ -91,8 +87,10 @@ class Gateway:
             languages={tag: s.languages.get(tag) for tag in s.languages.languages},
         )
         push_config = PushConfig(s.machine, s.apns_environment, s.clock, s.languages)
-        repo = PushesRepo(self.db)
-        self.pushing = await Pushing.open(repo, publish, push_config, content, s.push_targets)
+        repo = self.stores.pushes
+        self.pushing = await Pushing.open(
+            repo, self.stores.notify, publish, push_config, content, s.push_targets
+        )
         self.crew = Crew(
             s.crew,
             s.catalogue,
@@ -107,7 +105,7 @@ class Gateway:
         self.router = self._router()
         clock, monotonic = s.clock, asyncio.get_running_loop().time
         self.phones = Phones(
-            PhonesRepo(self.db), admin_token=s.token, clock=clock, monotonic=monotonic
+            self.stores.phones, admin_token=s.token, clock=clock, monotonic=monotonic
         )
         await self.phones.start()
         self.answers.on_accepted = self._answered
@@ -120,6 +118,15 @@ class Gateway:
         phone = await self.phones.repo.phone(tap.phone) if tap.phone else None
         named = {"phone_id": phone.phone_id, "name": phone.name} if phone else None
         self.pushing.answered(tap.agent, tap.ask_id, tap.request_id, named)
+
+    def _open_asks(self) -> list[tuple[str, Ask, str | None]]:
+        """(agent, ask, pane) of every open ask of this gateway's agents."""
+        return [
+            (mirror.name, ask, conv.title)
+            for mirror in self.mirrors.values()
+            for conv in list(mirror.conversations.values())
+            for ask in conv.asks
+        ]
 
     def _member_ask(
         self, machine: str, agent: str, ask: Ask, pane: str | None, from_snapshot: bool
@@ -164,4 +171,4 @@ class Gateway:
         await self.chats.close()
         await self.pushing.close()
         await self.phones.close()
-        await self.db.close()
+        await self.stores.close()

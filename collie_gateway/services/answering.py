@@ -22,7 +22,7 @@ from datetime import datetime
 
 from collie_gateway.core.answers import Action, Outcome, Record, Tap, on_result
 from collie_gateway.errors import AgentRejected, AgentUnreachable
-from collie_gateway.store.ledger import LedgerRepo
+from collie_gateway.store.protocols import LedgerStore
 from wire.errors import RemoteWireError
 
 log = logging.getLogger(__name__)
@@ -45,9 +45,12 @@ class Result:
 class Answering:
     """Runs taps through the ledger; one in-flight send per request id."""
 
-    def __init__(self, ledger: LedgerRepo, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, ledger: LedgerStore, clock: Callable[[], datetime], *, shared: bool = False
+    ) -> None:
         self.ledger = ledger
         self.clock = clock
+        self.shared = shared  # other workers write the same ledger (PostgreSQL)
         self._inflight: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -58,6 +61,12 @@ class Answering:
     async def load(self) -> None:
         """Read the index of unsettled taps from the ledger (at start)."""
         self._unsettled = await self.ledger.unsettled()
+
+    async def refresh(self) -> None:
+        """On a shared ledger, read the index again: taps other workers took (a worker that
+        died with one unsettled leaves it to the others)."""
+        if self.shared:
+            await self.load()
 
     def _index(self, record: Record) -> None:
         """Keep the index in step with a record just committed."""
@@ -70,8 +79,8 @@ class Answering:
     def may_settle(self, agent: str, ask_id: str, request_id: str | None) -> bool:
         """Whether an ``ask.resolved`` of this ask has a tap to settle or send again: the
         request id it names is unsettled or being sent, or another tap on the ask is."""
-        if request_id is not None and self.in_flight(request_id):
-            return True
+        if request_id is not None and (self.shared or self.in_flight(request_id)):
+            return True  # shared: perhaps a tap another worker took (settle_accepted reads it)
         return self.unsettled(agent, ask_id)
 
     def unsettled(self, agent: str, ask_id: str | None = None) -> bool:
@@ -128,6 +137,11 @@ class Answering:
         """The agent's ``ask.resolved`` (``answered``) names this request id: a tap of it not
         yet settled is accepted (T1), without another send. None when the ledger holds no
         such unsettled tap. Waits for a send of it under way, so the two never race."""
+        if self.shared and request_id not in self._unsettled:
+            # Perhaps a tap another worker took: the ledger, not this worker, knows.
+            found = await self.ledger.record(request_id)
+            if found is not None and not found.settled:
+                self._index(found)
         if self._unsettled.get(request_id) != (agent, ask_id) and not self.in_flight(request_id):
             return None  # no such tap unsettled, none being sent: nothing to read or write
         lock = self._inflight.get(request_id)

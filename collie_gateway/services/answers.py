@@ -198,6 +198,10 @@ class Answers:
         """Every ``interval`` s, send unsettled taps of ready agents again (T1)."""
         while True:
             await asyncio.sleep(interval)
+            try:
+                await self.ledger.refresh()
+            except Exception:  # the store unreachable for now: the next round reads again
+                log.exception("unsettled answers of other workers not read")
             for name in self.agents.ready():
                 await self.resend_pending(name)
 

@@ -35,7 +35,7 @@ from collie_gateway.core.phones import (
     token_matches,
     token_phone,
 )
-from collie_gateway.store.phones import PhonesRepo
+from collie_gateway.store.protocols import PhonesStore
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class Phones:
 
     def __init__(
         self,
-        repo: PhonesRepo,
+        repo: PhonesStore,
         *,
         admin_token: str | None,
         clock: Callable[[], datetime],

@@ -16,6 +16,7 @@ import pytest
 from collie_gateway.core.phones import CodeState, Effect, Pairing, Phone, Scope, code_hash
 from collie_gateway.services.phones import Paired, Phones, Refused
 from collie_gateway.store.database import MIGRATIONS, Database
+from collie_gateway.store.phones import MIGRATION as PHONES_MIGRATION
 from collie_gateway.store.phones import PhonesRepo
 
 T0 = datetime(2026, 12, 4, 18, 0, tzinfo=UTC)
@@ -49,9 +50,10 @@ async def test_a_file_of_the_previous_version_gains_phones_and_keeps_its_answers
 ) -> None:
     path = tmp_path / "old.db"
     with contextlib.closing(sqlite3.connect(path)) as conn:
-        for step in MIGRATIONS[:-1]:
+        before = MIGRATIONS.index(PHONES_MIGRATION)  # later steps came after it
+        for step in MIGRATIONS[:before]:
             conn.executescript(step)
-        conn.execute(f"PRAGMA user_version={len(MIGRATIONS) - 1}")
+        conn.execute(f"PRAGMA user_version={before}")
         conn.execute(
             "INSERT INTO answers VALUES ('r1', 'desk', 'p', 1, x'7b7d', 1, 1, 'accepted', NULL,"
             " '2026-01-01', '2026-01-01')"
