@@ -275,7 +275,9 @@ class Phones:
             except Exception:  # the file is busy or gone: try again at the next turn
                 log.exception("reading the phones failed; will retry")
                 continue
-            for phone_id in self._active - active:
+            # A phone paired and revoked between two looks was never in ``_active``; its
+            # streams end too.
+            for phone_id in (self._active | self._streams.keys()) - active:
                 self._gone(phone_id)
             self._active = active
 

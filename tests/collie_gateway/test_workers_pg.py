@@ -292,3 +292,55 @@ async def test_a_phone_resuming_on_another_worker_is_told_to_reset_and_reads_its
         resp.close()
         listed = await other.get("/api/v1/agents/desk/conversations?poll=true")
         assert [r["conversation_id"] for r in listed["rows"]] == ["c1"]
+
+
+async def call(
+    worker: GatewayProcess, method: str, path: str, token: str | None, body: object = None
+) -> tuple[int, Any]:
+    """One request to ``worker``: (status, JSON body or None)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.request(method, worker.base + path, json=body, headers=headers) as r,
+    ):
+        return r.status, await r.json() if r.content_type == "application/json" else None
+
+
+async def test_a_phone_paired_on_one_worker_is_known_to_all_and_revoked_on_all(
+    pg_url: str,
+) -> None:
+    """Issue 21 on PostgreSQL: a code made on worker 0 pairs on worker 1, the token opens
+    worker 2, and a revocation on worker 2 is refused by the others at once and ends the
+    phone's stream on worker 0 within seconds."""
+    with short_dir() as tmp:
+        write_sources(tmp, "nobody", tmp / "nobody.sock")
+        gateways = workers(tmp, pg_url, env={"COLLIE_TOKEN": "admin-token"})
+        try:
+            for gateway in gateways:
+                await gateway.start(ready=0)
+            one, two, three = gateways
+            status, made = await call(one, "POST", "/api/v1/pairings", "admin-token", {})
+            assert status == 200
+            pair = {"code": made["code"], "name": "Pixel 9"}
+            status, paired = await call(two, "POST", "/api/v1/pair", None, pair)
+            assert status == 200
+            assert (await call(one, "POST", "/api/v1/pair", None, pair))[0] == 400
+            token = paired["token"]
+            assert (await call(three, "GET", "/api/v1/dashboard", token))[0] == 200
+            status, listed = await call(one, "GET", "/api/v1/phones", "admin-token")
+            assert [p["name"] for p in listed["phones"]] == ["Pixel 9"]
+            async with aiohttp.ClientSession() as http:
+                headers = {"Authorization": f"Bearer {token}"}
+                stream = await http.get(one.base + "/api/v1/events", headers=headers)
+                assert (await stream.content.readuntil(b"\n\n")).startswith(b"event: stream")
+                phone_id = paired["phone_id"]
+                gone = await call(three, "DELETE", f"/api/v1/phones/{phone_id}", token)
+                assert gone == (200, {"revoked": phone_id})
+                for gateway in (one, two, three):
+                    assert (await call(gateway, "GET", "/api/v1/dashboard", token))[0] == 401
+                async with asyncio.timeout(5):  # worker 0 looks at the phones twice a second
+                    while await stream.content.readany():
+                        pass  # pings until the stream ends
+        finally:
+            for gateway in gateways:
+                await gateway.stop()
