@@ -6,6 +6,7 @@ Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import errno
 import gc
@@ -35,6 +36,7 @@ from collie_gateway.services.targets import PushTargets, TargetsFactory
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
 from collie_gateway.store.database import Database
+from collie_gateway.store.stores import is_database_url
 from collie_gateway.strings import Catalogue, Catalogues, canonical
 from push import (
     ApnsClient,
@@ -181,7 +183,11 @@ def _bridge(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser, db_help: str) -> None:
     p.add_argument(
-        "--db", type=Path, default=None, help=db_help + "; its folder must exist, as --unix's"
+        "--db",
+        type=_db_arg,
+        default=None,
+        help=db_help + "; its folder must exist, as --unix's. Or a postgresql:// URL (also "
+        "COLLIE_DATABASE_URL): every process given one URL is a worker of one gateway",
     )
     p.add_argument("--host", default="127.0.0.1", help="address of the phone API (127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port of the phone API (8765)")
@@ -290,7 +296,7 @@ def check_args(args: argparse.Namespace) -> None:
     """
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port} is not a port (0 to 65535)")
-    if args.db is not None:
+    if isinstance(args.db, Path):
         if args.db.is_dir():
             raise ConfigError(
                 f"--db {args.db} is a folder: name the SQLite file, e.g. --db "
@@ -324,7 +330,11 @@ def push_options_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     """``Settings`` fields of push from the environment: ``COLLIE_PUSH_TTL`` (seconds a push
     without a deadline waits for an offline phone; default 3600) and
     ``COLLIE_APNS_ENVIRONMENT`` (``production`` or ``sandbox``: of an APNs token registered
-    without naming one; default production).
+    without naming one; default production), ``COLLIE_RESEND_INTERVAL`` (seconds between two
+    rounds of sending unsettled answers again and, with several workers, of looking for
+    pushes a dead worker owed; default 30), ``COLLIE_LEASE_SECONDS`` (with several workers:
+    an agent's lease; another worker follows it this long after its holder died; default
+    10).
 
     Raises:
         ConfigError: a value out of its range.
@@ -338,6 +348,22 @@ def push_options_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
             options["push_ttl"] = -1.0
         if not 0 <= options["push_ttl"] <= 28 * 86400:
             raise ConfigError(f"COLLIE_PUSH_TTL is seconds, 0 to 2419200 (28 days): {ttl!r}")
+    interval = environ.get("COLLIE_RESEND_INTERVAL")
+    if interval:
+        try:
+            options["resend_interval"] = float(interval)
+        except ValueError:
+            options["resend_interval"] = 0.0
+        if not 0.1 <= options["resend_interval"] <= 3600:
+            raise ConfigError(f"COLLIE_RESEND_INTERVAL is seconds, 0.1 to 3600: {interval!r}")
+    lease = environ.get("COLLIE_LEASE_SECONDS")
+    if lease:
+        try:
+            options["lease_seconds"] = float(lease)
+        except ValueError:
+            options["lease_seconds"] = 0.0
+        if not 0.5 <= options["lease_seconds"] <= 600:
+            raise ConfigError(f"COLLIE_LEASE_SECONDS is seconds, 0.5 to 600: {lease!r}")
     env = environ.get("COLLIE_APNS_ENVIRONMENT")
     if env:
         if env not in ("production", "sandbox"):
@@ -361,14 +387,36 @@ def phone_languages(strings: Path | None, lang: str) -> Catalogues:
     return Catalogues.from_file(strings, default) if strings else Catalogues.load(default)
 
 
+def _db_arg(value: str) -> Path | str:
+    """``--db``: a PostgreSQL URL as given, else a SQLite file's path."""
+    return value if is_database_url(value) else Path(value)
+
+
+def store_from(db: Path | str | None, environ: Mapping[str, str]) -> tuple[Path, str | None]:
+    """The SQLite file and the PostgreSQL URL (None: the file is the store) of ``--db``
+    and ``COLLIE_DATABASE_URL`` (``--db`` wins).
+
+    Raises:
+        ConfigError: ``COLLIE_DATABASE_URL`` is not a postgresql:// URL.
+    """
+    if isinstance(db, Path):
+        return db, None
+    url = db if db is not None else environ.get("COLLIE_DATABASE_URL") or None
+    if url is not None and not is_database_url(url):
+        raise ConfigError("COLLIE_DATABASE_URL is a postgresql:// URL (a SQLite file: --db)")
+    return Path("collie.db"), url
+
+
 def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
     catalogues = phone_languages(args.strings, args.lang)
     redact = redactor_from_env(os.environ).enabled
+    db_path, database_url = store_from(args.db, os.environ)
     return Settings(
         sources=load_sources(sources_path),
         crew=load_crew(sources_path),
         crew_answers=getattr(args, "crew_answers", True),
-        db_path=args.db,
+        db_path=db_path,
+        database_url=database_url,
         host=args.host,
         port=args.port,
         token=os.environ.get("COLLIE_TOKEN") or None,
@@ -381,7 +429,8 @@ def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
         unix_path=args.unix,
         auth=args.auth,
         public_urls=tuple(args.public_url),
-        tls=phones_cli.tls_from_args(args),
+        # A self-signed certificate is kept beside the SQLite file (on PostgreSQL: collie.db's).
+        tls=phones_cli.tls_from_args(argparse.Namespace(**vars(args) | {"db": db_path})),
     )
 
 
@@ -393,7 +442,12 @@ async def _freeze(app: web.Application) -> None:
 
 
 def _serve(settings: Settings) -> int:
-    Database.check(settings.db_path)  # before a line says the gateway serves
+    if settings.database_url is None:
+        Database.check(settings.db_path)  # before a line says the gateway serves
+    else:
+        from collie_gateway.store.pg.database import check
+
+        asyncio.run(check(settings.database_url))
     app = create_app(settings)
     app.on_startup.append(_freeze)
     if settings.unix_path is not None:
@@ -446,7 +500,7 @@ def _demo(args: argparse.Namespace) -> int:
     }
     sources_path = state / "sources.json"
     sources_path.write_text(json.dumps(sources, indent=2), encoding="utf-8")
-    if args.db is None:
+    if args.db is None:  # the demo's store is its own file, whatever the environment says
         args.db = state / "collie.db"
     if not args.space:
         args.space = ["home"]  # a space, so the dashboard shows the section's place (D7)
@@ -495,7 +549,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             check_args(args)
-            args.db = args.db or Path("collie.db")
             return _serve(_settings(args, args.sources))
         if args.command == "relay":
             return _relay(args)

@@ -13,7 +13,7 @@ from collie_gateway.services.answering import Answering
 from collie_gateway.services.answers import Answers
 from collie_gateway.services.chats import ChatConfig, Chats
 from collie_gateway.services.crew import Crew
-from collie_gateway.services.phonebus import PhoneBus
+from collie_gateway.services.phonebus import Localize, PhoneBus
 from collie_gateway.services.phones import Phones
 from collie_gateway.services.pushing import PushConfig, Pushing
 from collie_gateway.services.router import (
@@ -29,14 +29,8 @@ from collie_gateway.services.rows import Rows
 from collie_gateway.services.supervisor import Supervisor
 from collie_gateway.services.tasks import Tasks
 from collie_gateway.settings import Settings
-from collie_gateway.store.crew import CrewRepo
-from collie_gateway.store.database import Database
-from collie_gateway.store.kv import KvRepo
-from collie_gateway.store.ledger import LedgerRepo
-from collie_gateway.store.mirrors import MirrorsRepo
-from collie_gateway.store.notes import NotesRepo
-from collie_gateway.store.phones import PhonesRepo
-from collie_gateway.store.pushes import PushesRepo
+from collie_gateway.store.stores import Stores, open_stores
+from collie_gateway.workers import CREW_DUTY, Workers
 from push import Content
 from wire.messages import Ask
 
@@ -46,15 +40,16 @@ REDACT_CACHE = 65_536  # titles masked on every visit are remembered (bench/chat
 class Gateway:
     """Every room of one gateway, built by :meth:`open` and closed by :meth:`close`."""
 
-    def __init__(self, settings: Settings, db: Database) -> None:
+    def __init__(self, settings: Settings, stores: Stores) -> None:
         self.settings = settings
-        self.db = db
+        self.stores = stores
         self.tasks = Tasks()
-        self.bus = PhoneBus(settings.phone_ring, settings.stream_frame)
+        self.bus: PhoneBus = PhoneBus(settings.phone_ring, settings.stream_frame)
+        self.workers: Workers | None = None  # several workers on PostgreSQL
         self.redactor = Redactor(enabled=settings.redact)
         self.redact = functools.lru_cache(maxsize=REDACT_CACHE)(self.redactor.mask)
-        self.mirrors_repo = MirrorsRepo(db)
-        self.crew_repo = CrewRepo(KvRepo(db))
+        self.mirrors_repo = stores.mirrors
+        self.crew_repo = stores.crew
         self.supervisor = Supervisor(
             [s.bridge for s in settings.sources if s.bridge is not None], settings.bridge_backoff
         )
@@ -62,14 +57,27 @@ class Gateway:
     @classmethod
     async def open(cls, settings: Settings) -> Gateway:
         """Open the store, load the last mirror, build every service, start the links."""
-        gw = cls(settings, await Database.open(settings.db_path))
+        gw = cls(settings, await open_stores(settings.db_path, settings.database_url))
+        if gw.stores.pg is not None:
+            gw.workers = await Workers.open(gw.stores.pg, settings)
+            gw.bus = gw.workers.bus
         await gw._build()
         gw.mirrors_repo.start_flusher()
         gw.supervisor.start()
         gw.tasks.spawn(gw.answers.resend_loop(settings.resend_interval), "resend-loop")
+        if gw.stores.shared:  # a worker that died owing a push leaves it to the others
+            owed = gw.pushing.owed_loop(settings.resend_interval, gw._open_asks)
+            gw.tasks.spawn(owed, "owed-loop")
         gw.crew.restore(await gw.crew_repo.saved_rows())
         gw.crew.start()
-        gw.agents.start(gw.router)
+        if gw.workers is None:
+            gw.agents.start(gw.router)
+        else:  # one worker follows each agent: the one holding its lease
+            routers = (gw.router, gw._router(quiet=True))
+            duties = (CREW_DUTY,) if settings.crew else ()
+            gw.workers.start(
+                settings, gw.agents, gw.answers, gw.ledger, routers, gw.tasks.spawn, duties
+            )
         return gw
 
     async def _build(self) -> None:
@@ -77,12 +85,12 @@ class Gateway:
         mirrors = await self.mirrors_repo.load_mirrors(source.name for source in s.sources)
         self.agents = Agents(s.sources, mirrors, s.catalogue, s.timing)
         self.mirrors = self.agents.mirrors
-        self.ledger = Answering(LedgerRepo(self.db), s.clock)
+        self.ledger = Answering(self.stores.ledger, s.clock, shared=self.stores.shared)
         await self.ledger.load()
         self.answers = Answers(self.agents, self.ledger, s.catalogue, s.clock, self.redact, publish)
         items_mask = self.redactor.mask if self.redactor.enabled else None
         chat_config = ChatConfig(s.languages, s.clock, self.redact, items_mask)
-        notes = NotesRepo(self.db)
+        notes = self.stores.notes
         self.chats = Chats(self.agents, notes, self.answers.cards, publish, spawn, chat_config)
         content = Content(
             strings=s.catalogue,
@@ -91,13 +99,15 @@ class Gateway:
             languages={tag: s.languages.get(tag) for tag in s.languages.languages},
         )
         push_config = PushConfig(s.machine, s.apns_environment, s.clock, s.languages)
-        repo = PushesRepo(self.db)
-        self.pushing = await Pushing.open(repo, publish, push_config, content, s.push_targets)
+        repo = self.stores.pushes
+        self.pushing = await Pushing.open(
+            repo, self.stores.notify, publish, push_config, content, s.push_targets
+        )
         self.crew = Crew(
             s.crew,
             s.catalogue,
             s.timing,
-            publish,
+            self._crew_publish,
             self._member_ask,
             self._member_rows,
             self._member_ask_resolved,
@@ -107,7 +117,7 @@ class Gateway:
         self.router = self._router()
         clock, monotonic = s.clock, asyncio.get_running_loop().time
         self.phones = Phones(
-            PhonesRepo(self.db), admin_token=s.token, clock=clock, monotonic=monotonic
+            self.stores.phones, admin_token=s.token, clock=clock, monotonic=monotonic
         )
         await self.phones.start()
         self.answers.on_accepted = self._answered
@@ -121,10 +131,30 @@ class Gateway:
         named = {"phone_id": phone.phone_id, "name": phone.name} if phone else None
         self.pushing.answered(tap.agent, tap.ask_id, tap.request_id, named)
 
+    def _open_asks(self) -> list[tuple[str, Ask, str | None]]:
+        """(agent, ask, pane) of every open ask of this gateway's agents."""
+        return [
+            (mirror.name, ask, conv.title)
+            for mirror in self.mirrors.values()
+            for conv in list(mirror.conversations.values())
+            for ask in conv.asks
+        ]
+
+    def _crew_elsewhere(self) -> bool:
+        """Another worker tells the phones of the crew (every worker follows its members)."""
+        return self.workers is not None and not self.workers.holds(CREW_DUTY)
+
+    def _crew_publish(self, type_: str, payload: object, localize: Localize | None = None) -> None:
+        """The crew's events, told by the one worker holding the crew's duty."""
+        if not self._crew_elsewhere():
+            self.bus.publish(type_, payload, localize)
+
     def _member_ask(
         self, machine: str, agent: str, ask: Ask, pane: str | None, from_snapshot: bool
     ) -> None:
         """A crew member's ask pushes under this gateway's limits, P3's key naming it (W4)."""
+        if self._crew_elsewhere():
+            return
         push = self.pushing.ask_raised(
             agent, ask, pane, from_snapshot=from_snapshot, machine=machine
         )
@@ -132,20 +162,28 @@ class Gateway:
 
     def _member_ask_resolved(self, machine: str, agent: str, ask: Ask) -> None:
         """A crew member's ask closed: a push still owed for it is not sent."""
+        if self._crew_elsewhere():
+            return
         self.tasks.spawn(self.pushing.ask_resolved(agent, ask, machine=machine), "push")
 
     def _member_rows(self, machine: str, rows: bytes) -> None:
         """A member's last rows, shown after a restart until it answers (W1)."""
+        if self._crew_elsewhere():
+            return
         self.tasks.spawn(self.crew_repo.save_rows(machine, rows), "crew-rows")
 
-    def _router(self) -> Router:
-        """The sinks, in the order each hears what a link read (services/router.py)."""
+    def _router(self, *, quiet: bool = False) -> Router:
+        """The sinks, in the order each hears what a link read (services/router.py);
+        ``quiet``: only those that keep a worker's screens current, for what another
+        worker's link read (services/following.py)."""
         spawn, publish = self.tasks.spawn, self.bus.publish
         mirror, rows = MirrorSink(self.mirrors_repo), RowSink(self.rows, publish)
         receipts = ReceiptSink(self.chats, self.ledger.tapped, self.redact, spawn)
         asks = AskSink(self.pushing, publish, spawn)
         answers = AnswerSink(self.answers, self.ledger, spawn)
         chats = ChatSink(self.chats)
+        if quiet:
+            return Router(self.settings.clock, (rows,), (rows, chats), (rows, chats))
         return Router(
             self.settings.clock,
             on_link=(mirror, rows, answers),
@@ -156,6 +194,8 @@ class Gateway:
     async def close(self) -> None:
         """Stop every link and task, and close the store (the reverse of :meth:`open`)."""
         await self.crew.close()
+        if self.workers is not None:  # its leases given back: another worker follows at once
+            await self.workers.close()
         await self.agents.close()
         await self.supervisor.close()
         # A member's last rows are what its section shows after a restart: let their writes
@@ -164,4 +204,4 @@ class Gateway:
         await self.chats.close()
         await self.pushing.close()
         await self.phones.close()
-        await self.db.close()
+        await self.stores.close()

@@ -53,6 +53,8 @@ class Settings:
     auth: str = "auto"  # "always": a credential on loopback too, even with no phone paired
     public_urls: tuple[str, ...] = ()  # addresses a pairing link gives the phone
     tls: Tls | None = None  # the certificate the phone API serves with (its fingerprint)
+    database_url: str | None = None  # PostgreSQL instead of the file at db_path (workers)
+    lease_seconds: float = 10.0  # ours: an agent's lease (workers); another takes it after
 
     def __post_init__(self) -> None:
         if self.catalogues is None:

@@ -168,7 +168,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
     screen = request.query.get("screen") or None
     stream_id = "s-" + secrets.token_hex(8)
-    sub, replay = bus.subscribe(last, stream_language(request))
+    sub, replay = await bus.open(last, stream_language(request))
     unfollow = phone_stream(request, sub)  # a revoked phone's stream ends
     resp = web.StreamResponse(
         headers={

@@ -28,7 +28,9 @@ class Agents:
         self.mirrors = dict(mirrors)
         self.catalogue = catalogue
         self.timing = timing
-        self.links: dict[str, AgentLink] = {}
+        self.links: dict[str, AgentLink] = {}  # the agents this gateway follows
+        # Agents another worker follows: a client for calls only (reads, commands).
+        self._callers: dict[str, AgentClient] = {}
 
     def start(self, listener: LinkListener) -> None:
         """Start one link per agent, telling ``listener`` what each reads."""
@@ -38,9 +40,11 @@ class Agents:
             link.start()
 
     async def close(self) -> None:
-        """Stop every link."""
-        for link in self.links.values():
+        """Stop every link and client."""
+        for link in list(self.links.values()):
             await link.close()
+        for caller in self._callers.values():
+            await caller.close()
 
     def mirror(self, agent: str) -> AgentMirror:
         """The agent's mirror (``KeyError`` for an agent not in the sources)."""
@@ -69,7 +73,13 @@ class Agents:
             # This run has not read the agent's hello yet: its stored wire version may be stale
             # (V1). Nothing is sent; a tap stays pending and goes once the link is ready.
             raise AgentUnreachable("the agent's hello has not been read yet")
-        return self.links[agent].client
+        link = self.links.get(agent)
+        if link is not None:
+            return link.client
+        caller = self._callers.get(agent)
+        if caller is None:
+            caller = self._callers[agent] = AgentClient(self.sources[agent], self.timing)
+        return caller
 
     async def command(self, agent: str, path: str, body: object) -> CommandResult:
         """Send one command (the phone's request id inside) and decode its result.

@@ -9,6 +9,11 @@ unsettled taps (request id -> agent and ask), read from the file at start (``loa
 changed after each commit that changes it. It spares the two reads every resolved ask
 made (``settle_accepted``, ``pending``) when, as almost always, no tap of it is unsettled
 (bench/answer_bench.py).
+
+With several workers (PostgreSQL) only the worker holding the agent's lease sends: another
+worker records and claims the tap, hands it over (:class:`Handover`: a ``~want`` entry in the
+shared log) and waits a while for the ledger to show it settled; the phone is told the
+outcome, or "not sure yet" (its retry reads the ledger).
 """
 
 from __future__ import annotations
@@ -17,18 +22,28 @@ import asyncio
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from collie_gateway.core.answers import Action, Outcome, Record, Tap, on_result
+from collie_gateway.core.answers import Action, Outcome, Record, Settlement, Tap, on_result
 from collie_gateway.errors import AgentRejected, AgentUnreachable
-from collie_gateway.store.ledger import LedgerRepo
+from collie_gateway.store.protocols import LedgerStore
 from wire.errors import RemoteWireError
 
 log = logging.getLogger(__name__)
 
 #: Sends one tap to its agent: returns the agent's outcome and reason, or raises.
 Sender = Callable[[Tap], Awaitable[tuple[str, str | None]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """How a worker that does not follow an agent gets a tap sent by the one that does."""
+
+    holds: Callable[[str], bool]  # whether this worker follows the agent now
+    hint: Callable[[str, str], None]  # (agent, ask id): tell the holder
+    wait: float  # seconds the phone's request waits for the outcome
+    poll: float = 0.05  # seconds between two reads of the ledger meanwhile
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +60,13 @@ class Result:
 class Answering:
     """Runs taps through the ledger; one in-flight send per request id."""
 
-    def __init__(self, ledger: LedgerRepo, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, ledger: LedgerStore, clock: Callable[[], datetime], *, shared: bool = False
+    ) -> None:
         self.ledger = ledger
         self.clock = clock
+        self.shared = shared  # other workers write the same ledger (PostgreSQL)
+        self.handover: Handover | None = None  # set with several workers
         self._inflight: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -58,6 +77,12 @@ class Answering:
     async def load(self) -> None:
         """Read the index of unsettled taps from the ledger (at start)."""
         self._unsettled = await self.ledger.unsettled()
+
+    async def refresh(self) -> None:
+        """On a shared ledger, read the index again: taps other workers took (a worker that
+        died with one unsettled leaves it to the others)."""
+        if self.shared:
+            await self.load()
 
     def _index(self, record: Record) -> None:
         """Keep the index in step with a record just committed."""
@@ -70,8 +95,8 @@ class Answering:
     def may_settle(self, agent: str, ask_id: str, request_id: str | None) -> bool:
         """Whether an ``ask.resolved`` of this ask has a tap to settle or send again: the
         request id it names is unsettled or being sent, or another tap on the ask is."""
-        if request_id is not None and self.in_flight(request_id):
-            return True
+        if request_id is not None and (self.shared or self.in_flight(request_id)):
+            return True  # shared: perhaps a tap another worker took (settle_accepted reads it)
         return self.unsettled(agent, ask_id)
 
     def unsettled(self, agent: str, ask_id: str | None = None) -> bool:
@@ -97,7 +122,34 @@ class Answering:
             outcome = rec.outcome or Outcome.REFUSED
             kept = existing if existing is not None else rec
             return Result(outcome, rec.reason, tap.request_id, decision.conflict, kept)
+        if self.handover is not None and not self.handover.holds(tap.agent):
+            return await self._hand_over(decision.record, self.handover)
         return await self._send(decision.record, send)
+
+    async def _hand_over(self, record: Record, handover: Handover) -> Result:
+        """Another worker follows the agent: it sends; wait a while for its outcome."""
+        tap = record.tap
+        if record.attempts > 0:  # counted as sent by take; the holder counts its own send
+            record = replace(record, attempts=record.attempts - 1)
+            await self.ledger.settle(Settlement(record, False), self.clock().isoformat())
+        handover.hint(tap.agent, tap.ask_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + handover.wait
+        while loop.time() < deadline:
+            await asyncio.sleep(handover.poll)
+            found = await self.ledger.record(tap.request_id)
+            if found is not None and found.settled:
+                self._index(found)
+                outcome = found.outcome or Outcome.REFUSED
+                return Result(outcome, found.reason, tap.request_id, False, found)
+        log.info("answer %s: handed over, not settled yet", tap.request_id)
+        return Result(Outcome.UNCERTAIN, None, tap.request_id, False, record)
+
+    async def learn(self, agent: str) -> None:
+        """On a shared ledger, index the agent's unsettled taps other workers took."""
+        if self.shared:
+            for record in await self.ledger.pending(agent):
+                self._index(record)
 
     async def _send(self, record: Record, send: Sender) -> Result:
         agent_outcome: str | None
@@ -128,6 +180,11 @@ class Answering:
         """The agent's ``ask.resolved`` (``answered``) names this request id: a tap of it not
         yet settled is accepted (T1), without another send. None when the ledger holds no
         such unsettled tap. Waits for a send of it under way, so the two never race."""
+        if self.shared and request_id not in self._unsettled:
+            # Perhaps a tap another worker took: the ledger, not this worker, knows.
+            found = await self.ledger.record(request_id)
+            if found is not None and not found.settled:
+                self._index(found)
         if self._unsettled.get(request_id) != (agent, ask_id) and not self.in_flight(request_id):
             return None  # no such tap unsettled, none being sent: nothing to read or write
         lock = self._inflight.get(request_id)
@@ -170,6 +227,7 @@ class Answering:
         self, agent: str, send: Sender, ask_id: str | None = None
     ) -> list[Result]:
         """Send pending taps of ``agent`` (of one ask, if given) again, same request ids."""
+        await self.learn(agent)
         if not self.unsettled(agent, ask_id):
             return []
         results = []

@@ -99,6 +99,8 @@ class Answers:
         #: Told of each answer the agent took (the gateway tells the webhooks who gave it).
         self.on_accepted: Callable[[Tap], None] | None = None
         self.cards = CardStates()
+        #: Whether this worker sends to the agent (with several workers: holds its lease).
+        self.sends_to: Callable[[str], bool] = lambda agent: True
         self._replies: set[asyncio.Future[Fetched]] = set()  # answers on their way
 
     async def answer(
@@ -198,8 +200,13 @@ class Answers:
         """Every ``interval`` s, send unsettled taps of ready agents again (T1)."""
         while True:
             await asyncio.sleep(interval)
+            try:
+                await self.ledger.refresh()
+            except Exception:  # the store unreachable for now: the next round reads again
+                log.exception("unsettled answers of other workers not read")
             for name in self.agents.ready():
-                await self.resend_pending(name)
+                if self.sends_to(name):
+                    await self.resend_pending(name)
 
     async def settle(self, agent: str, event: AskResolved) -> None:
         """An ask closed: the agent's word settles a tap it names as answered (T1, wire §9);

@@ -26,7 +26,7 @@ from collie_gateway.services.answers import CardStates
 from collie_gateway.services.links import UNAUTHORIZED, AgentClient
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.tasks import Spawn
-from collie_gateway.store.notes import NotesRepo
+from collie_gateway.store.protocols import NotesStore
 from collie_gateway.strings import Catalogue, Catalogues
 from collie_gateway.views.cards import build_cards
 from collie_gateway.views.chat import (
@@ -146,7 +146,7 @@ class Chats:
     def __init__(
         self,
         agents: AgentReader,
-        notes: NotesRepo,
+        notes: NotesStore,
         cards: CardStates,
         publish: Publish,
         spawn: Spawn,

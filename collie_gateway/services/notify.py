@@ -18,7 +18,8 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Final
 
-from collie_gateway.store.notify import HEALTH_KEY, NotifyRepo, OwedWebhook
+from collie_gateway.store.notify import HEALTH_KEY, OwedWebhook
+from collie_gateway.store.protocols import NotifyStore
 from push import (
     AskNotification,
     Delivery,
@@ -46,7 +47,7 @@ class Withdrawals:
     """Which asks were pushed to a device, and their withdrawal when they close."""
 
     def __init__(
-        self, repo: NotifyRepo, dispatcher: Dispatcher, clock: Clock, report: OnWithdrawn
+        self, repo: NotifyStore, dispatcher: Dispatcher, clock: Clock, report: OnWithdrawn
     ) -> None:
         self.repo = repo
         self.dispatcher = dispatcher
@@ -105,7 +106,7 @@ def lasting_webhook(status: int | None, ok: bool) -> bool:
 class OwedWebhooks:
     """Webhook deliveries kept until taken, and sent again by the next run."""
 
-    def __init__(self, repo: NotifyRepo, clock: Clock) -> None:
+    def __init__(self, repo: NotifyStore, clock: Clock) -> None:
         self.repo = repo
         self.clock = clock
         self.tasks: set[asyncio.Task[None]] = set()
@@ -145,7 +146,7 @@ class OwedWebhooks:
 class Health:
     """Push health (``push.PushHealth``), kept in the store after each change."""
 
-    def __init__(self, repo: NotifyRepo, clock: Clock) -> None:
+    def __init__(self, repo: NotifyStore, clock: Clock) -> None:
         self.repo = repo
         self.clock = clock
         self.state = PushHealth()

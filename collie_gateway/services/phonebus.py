@@ -17,12 +17,18 @@ import math
 import secrets
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 
 import msgspec
 
 _encoder = msgspec.json.Encoder()
+
+#: Set while a worker applies what another worker's link read (services/following.py): the
+#: services update what they keep, and tell the phones nothing (the holder of the agent's
+#: lease does, once, through the shared log).
+QUIET: ContextVar[bool] = ContextVar("collie_quiet", default=False)
 
 #: An event's payload in the language a tag names (for events that carry the phone's words).
 Localize = Callable[[str], object]
@@ -74,6 +80,7 @@ class Subscription:
         self.lang = lang  # the phone's language; None: the gateway's default
         self._frames: deque[bytes] = deque()
         self._limit = limit
+        self.after = 0  # events numbered up to this one were seen elsewhere: not sent
         self.overflowed = False
         self.ready = asyncio.Event()
         self.ended = False
@@ -121,7 +128,8 @@ class PhoneBus:
         self._last_wake = -math.inf  # loop time of the last wake
         self._timer: asyncio.TimerHandle | None = None
         self._seq = 0
-        self._ring: deque[PhoneEvent] = deque(maxlen=ring)
+        self._ring: deque[tuple[int, PhoneEvent]] = deque(maxlen=ring)
+        self._covered = 0  # the ring can replay every event numbered after this
         self._subs: set[Subscription] = set()
         self._langs: Counter[str] = Counter()  # streams by language, but the default's
         self._ring_size = ring
@@ -154,17 +162,26 @@ class PhoneBus:
         if localize is not None and self._langs:
             words = {lang: _encoder.encode(localize(lang)) for lang in self._langs}
         event = PhoneEvent(f"{self.boot}-{self._seq}", type_, _encoder.encode(payload), words)
-        self._ring.append(event)
+        self._fan_out(self._seq, event)
+        return event
+
+    def _fan_out(self, seq: int, event: PhoneEvent) -> None:
+        """Keep event number ``seq`` in the ring and queue it on every stream."""
+        ring = self._ring
+        if ring.maxlen is not None and len(ring) == ring.maxlen and ring:
+            self._covered = ring[0][0]  # the oldest falls out
+        ring.append((seq, event))
         if self._subs:
             frames: dict[str | None, bytes] = {None: event.frame}  # once per language
             for sub in self._subs:
+                if seq <= sub.after:
+                    continue
                 frame = frames.get(sub.lang)
                 if frame is None:
                     frame = frames[sub.lang] = event.frame_in(sub.lang)
                 sub.push(frame)
             if self._timer is None and any(not sub.ready.is_set() for sub in self._subs):
                 self._wake_soon()
-        return event
 
     def _wake_soon(self) -> None:
         """Wake the streams now if a frame has passed since the last wake, else at its end."""
@@ -206,20 +223,27 @@ class PhoneBus:
             return sub, []
         return sub, self.replay_after(last_event_id)
 
-    def replay_after(self, last_event_id: str) -> list[PhoneEvent] | None:
-        """Events after ``last_event_id``, or ``None`` when they can't all be replayed."""
+    async def open(
+        self, last_event_id: str | None, lang: str | None = None
+    ) -> tuple[Subscription, list[PhoneEvent] | None]:
+        """:meth:`subscribe`, for a stream opening (a shared bus may read its log first)."""
+        return self.subscribe(last_event_id, lang)
+
+    def number(self, last_event_id: str) -> int | None:
+        """The number in an event id of this bus (``<boot>-<seq>``), else None."""
         boot, _, seq_text = last_event_id.partition("-")
         if boot != self.boot or not seq_text.isascii() or not seq_text.isdigit():
             return None
-        seq = int(seq_text)
-        if seq > self._seq:
+        return int(seq_text)
+
+    def replay_after(self, last_event_id: str) -> list[PhoneEvent] | None:
+        """Events after ``last_event_id``, or ``None`` when they can't all be replayed."""
+        seq = self.number(last_event_id)
+        if seq is None or seq > self._seq or seq < self._covered:
             return None
         if seq == self._seq:
             return []
-        oldest = self._seq - len(self._ring) + 1
-        if seq + 1 < oldest:
-            return None
-        return list(self._ring)[seq + 1 - oldest :]
+        return [event for n, event in self._ring if n > seq]
 
     def _drop(self, sub: Subscription) -> None:
         if sub in self._subs:

@@ -35,7 +35,7 @@ from collie_gateway.core.phones import (
     token_matches,
     token_phone,
 )
-from collie_gateway.store.phones import PhonesRepo
+from collie_gateway.store.protocols import PhonesStore
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class Phones:
 
     def __init__(
         self,
-        repo: PhonesRepo,
+        repo: PhonesStore,
         *,
         admin_token: str | None,
         clock: Callable[[], datetime],
@@ -275,7 +275,9 @@ class Phones:
             except Exception:  # the file is busy or gone: try again at the next turn
                 log.exception("reading the phones failed; will retry")
                 continue
-            for phone_id in self._active - active:
+            # A phone paired and revoked between two looks was never in ``_active``; its
+            # streams end too.
+            for phone_id in (self._active | self._streams.keys()) - active:
                 self._gone(phone_id)
             self._active = active
 

@@ -25,8 +25,9 @@ from collie_gateway.core.push_plan import Facts, Plan, decide
 from collie_gateway.services.notify import Health, OwedWebhooks, Withdrawals, withdrawal_note
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.targets import PushTargets, TargetsFactory
-from collie_gateway.store.notify import VAPID_KEY, NotifyRepo
-from collie_gateway.store.pushes import LogEntry, Owe, PushesRepo
+from collie_gateway.store.notify import VAPID_KEY
+from collie_gateway.store.protocols import NotifyStore, PushesStore
+from collie_gateway.store.pushes import LogEntry, Owe
 from collie_gateway.strings import Catalogues, canonical
 from collie_gateway.views.text import TITLE_LIMIT, clean
 from push import (
@@ -162,7 +163,8 @@ class Pushing:
 
     def __init__(
         self,
-        repo: PushesRepo,
+        repo: PushesStore,
+        notify: NotifyStore,
         publish: Publish,
         config: PushConfig,
         redact: Callable[[str], str],
@@ -181,7 +183,7 @@ class Pushing:
         self._busy: set[str] = set()  # once keys decided or being sent in this run
         self._owed: set[str] = set()  # once keys seen owed in this run (ask_resolved)
         self._hooks: set[asyncio.Task[None]] = set()
-        self.notify = NotifyRepo(repo.db)
+        self.notify = notify
         self.withdrawals = Withdrawals(self.notify, self.dispatcher, self.clock, self._withdrawn)
         self.owed_hooks = OwedWebhooks(self.notify, self.clock)
         self.health = Health(self.notify, self.clock)
@@ -190,7 +192,8 @@ class Pushing:
     @classmethod
     async def open(
         cls,
-        repo: PushesRepo,
+        repo: PushesStore,
+        notify: NotifyStore,
         publish: Publish,
         config: PushConfig,
         content: Content,
@@ -200,20 +203,17 @@ class Pushing:
         sender on the stored VAPID key (made on the first start), the asks pushed earlier (to
         withdraw), push health, and the webhooks an earlier run owes sent again."""
         targets = factory(content) if factory is not None else PushTargets()
-        key = await _vapid_key(NotifyRepo(repo.db))
+        key = await _vapid_key(notify)
         build = targets.webpush or (
             lambda k: WebPushClient(vapid_key=k, subject=VAPID_SUBJECT, content=content)
         )
         senders = {**targets.senders, Provider.WEBPUSH: build(key)}
         targets = dataclasses.replace(targets, senders=senders)
-        service = cls(repo, publish, config, content.redact, targets)
+        service = cls(repo, notify, publish, config, content.redact, targets)
         service.vapid_public_key = vapid.public_key(key)
         state = await repo.limiter_state()
         if state is not None:
-            try:
-                service.limiter = PushLimiter.from_state(state)
-            except ValueError:
-                log.warning("stored push limiter state unreadable; starting afresh")
+            service._load_limiter(state)
         await service.withdrawals.load()
         await service.health.load()
         await service.owed_hooks.resend(targets.webhooks)
@@ -374,8 +374,9 @@ class Pushing:
         self, agent: str, ask: Ask, pane: str | None, quiet: bool, member: str | None
     ) -> None:
         key = self._key(agent, ask, member)
-        if key in self._busy:
-            # Decided or being sent in this run (e.g. raised, then seen again in a snapshot).
+        # Decided or being sent in this run (e.g. raised, then seen again in a snapshot), or
+        # by another worker on the same database (P3: the store's claim on the key).
+        if key in self._busy or not await self.repo.claim(key):
             if not quiet:
                 await self._log(agent, ask, "suppressed", "a push for this ask is on its way")
             return
@@ -385,9 +386,34 @@ class Pushing:
             dispatched = await self._plan(key, agent, ask, pane, quiet, member)
         finally:
             if not dispatched:
-                self._busy.discard(key)
+                await self._release(key)
+
+    async def _release(self, key: str) -> None:
+        """The key's push is decided and sent: another decision (here or on another worker)
+        may read it now."""
+        self._busy.discard(key)
+        await self.repo.release(key)
 
     async def _plan(
+        self, key: str, agent: str, ask: Ask, pane: str | None, quiet: bool, member: str | None
+    ) -> bool:
+        """:meth:`_decide` in a turn at the limiter: on a store shared by several workers the
+        limiter is read before and stored after each decision, one worker at a time (P1)."""
+        async with self.repo.limiter_turn() as turn:
+            if turn.state is not None:
+                self._load_limiter(turn.state)
+            dispatched = await self._decide(key, agent, ask, pane, quiet, member)
+            if turn.shared:
+                turn.keep(self.limiter.to_state(self.clock().timestamp()))
+        return dispatched
+
+    def _load_limiter(self, state: bytes) -> None:
+        try:
+            self.limiter = PushLimiter.from_state(state)
+        except ValueError:
+            log.warning("stored push limiter state unreadable; starting afresh")
+
+    async def _decide(
         self, key: str, agent: str, ask: Ask, pane: str | None, quiet: bool, member: str | None
     ) -> bool:
         """Decide the ask's push (:func:`~collie_gateway.core.push_plan.decide`) and carry the
@@ -480,7 +506,7 @@ class Pushing:
             finally:
                 left -= 1
                 if left == 0:
-                    self._busy.discard(key)
+                    await self._release(key)
 
         return self.dispatcher.dispatch(devices, note, on_delivery=delivered) > 0
 
@@ -490,6 +516,23 @@ class Pushing:
         at = self.clock().timestamp()
         if await self.repo.delivered(key, delivery.device_id, delivery.outcome.value, at):
             self._owed.discard(key)
+
+    async def owed_loop(
+        self, interval: float, open_asks: Callable[[], list[tuple[str, Ask, str | None]]]
+    ) -> None:
+        """On a store shared by several workers, every ``interval`` s: an open ask whose push
+        is owed and that no worker is sending (the one that was died) is sent now (P3), to
+        the devices still owed it. ``open_asks``: (agent, ask, pane) of every open ask."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                owed = await self.repo.owed()
+                for agent, ask, pane in open_asks() if owed else []:
+                    key = self._key(agent, ask, None)
+                    if key in owed and key not in self._busy:
+                        await self.ask_raised(agent, ask, pane, from_snapshot=True)
+            except Exception:  # the store unreachable for now: the next round looks again
+                log.exception("owed pushes not looked for")
 
     def owes(self, agent: str, ask: Ask, *, machine: str | None = None) -> bool:
         """Whether a push for the ask was seen owed in this run, or reached a device (then
@@ -656,7 +699,7 @@ def _token(body: DeviceIn) -> tuple[str, WebPushKeys | None]:
     return endpoint, keys
 
 
-async def _vapid_key(notify: NotifyRepo) -> ec.EllipticCurvePrivateKey:
+async def _vapid_key(notify: NotifyStore) -> ec.EllipticCurvePrivateKey:
     """The gateway's VAPID key pair: made on the first start, then always the same."""
     stored = await notify.kv.get(VAPID_KEY)
     if stored is not None:

@@ -30,7 +30,7 @@ from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.pushing import Pushing
 from collie_gateway.services.rows import Rows
 from collie_gateway.services.tasks import Spawn
-from collie_gateway.store.mirrors import MirrorsRepo
+from collie_gateway.store.protocols import MirrorsStore
 from wire.messages import (
     AgentEvent,
     Ask,
@@ -93,7 +93,7 @@ class Router:
 class MirrorSink:
     """Marks what changed for the store's next flush."""
 
-    def __init__(self, mirrors: MirrorsRepo) -> None:
+    def __init__(self, mirrors: MirrorsStore) -> None:
         self.mirrors = mirrors
 
     def on_link(self, mirror: AgentMirror) -> None:

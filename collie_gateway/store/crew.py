@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from collie_gateway.store.kv import KvRepo
+from collie_gateway.store.protocols import KvStore
 
 CREW_ROWS: Final = "crew.rows:"  # kv key prefix of a member's last known rows
 
@@ -13,7 +13,7 @@ CREW_ROWS: Final = "crew.rows:"  # kv key prefix of a member's last known rows
 class CrewRepo:
     """Each member's last rows, by machine."""
 
-    def __init__(self, kv: KvRepo) -> None:
+    def __init__(self, kv: KvStore) -> None:
         self.kv = kv
 
     async def saved_rows(self) -> dict[str, bytes]:

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import aiosqlite
@@ -27,22 +28,51 @@ log = logging.getLogger(__name__)
 # conversations) goes to the aiosqlite thread so the loop is never held for long.
 SMALL_FLUSH_BYTES = 64 * 1024
 
+# Statements both backends run (PostgreSQL's module swaps the ``?`` placeholders).
+UPSERT_AGENT = (
+    "INSERT INTO agents(name, state, reason, hello, wire, last_event_id) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET state=excluded.state,"
+    " reason=excluded.reason, hello=excluded.hello, wire=excluded.wire,"
+    " last_event_id=excluded.last_event_id"
+)
+WIPE_CONVERSATIONS = "DELETE FROM conversations WHERE agent = ?"
+DELETE_CONVERSATION = "DELETE FROM conversations WHERE agent = ? AND id = ?"
+
 _conv_decoder = msgspec.json.Decoder(Conversation)
 _hello_decoder = msgspec.json.Decoder(Hello)
 _encoder = msgspec.json.Encoder()
 
 
-class MirrorsRepo:
-    """Agents and their open conversations, as last mirrored."""
+@dataclass(frozen=True, slots=True)
+class MirrorBatch:
+    """The rows of one flush, taken at one moment of the mirror."""
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    agents: list[tuple[Any, ...]]  # (name, state, reason, hello, wire, last_event_id)
+    wipe: list[str]  # agents whose every conversation row is rewritten
+    puts: list[tuple[str, str, bytes]]  # (agent, conversation id, body)
+    deletes: list[tuple[str, str]]  # (agent, conversation id)
+
+
+class MirrorBatches:
+    """Dirty marks, the flusher and the rows of each flush; a backend writes them
+    (``_write``) and reads them back (``_read``)."""
+
+    _errors: tuple[type[BaseException], ...] = (OSError,)  # a flush failing: retried
+
+    def __init__(self) -> None:
         self._dirty: dict[str, set[str]] = {}
         self._dirty_agents: set[str] = set()
         self._mirrors: dict[str, AgentMirror] = {}
         self._flush_wanted = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
-        db.on_close(self.close)
+
+    async def _read(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """Every stored (name, hello, wire, last_event_id) and (agent, body)."""
+        raise NotImplementedError
+
+    async def _write(self, batch: MirrorBatch) -> None:
+        """Write one batch in one transaction."""
+        raise NotImplementedError
 
     async def close(self) -> None:
         """Stop the flusher and write what is pending."""
@@ -56,19 +86,18 @@ class MirrorsRepo:
     async def load_mirrors(self, names: Iterable[str]) -> dict[str, AgentMirror]:
         """The last stored mirror of each named agent; state ``STARTING`` until its link runs."""
         mirrors = {name: AgentMirror(name=name) for name in names}
-        async with self.db.db.execute("SELECT name, hello, wire, last_event_id FROM agents") as cur:
-            async for name, hello, wire, last in cur:
-                mirror = mirrors.get(name)
-                if mirror is None:
-                    continue
-                mirror.hello = _hello_decoder.decode(hello) if hello else None
-                mirror.wire = wire
-                mirror.last_event_id = last
-        async with self.db.db.execute("SELECT agent, body FROM conversations") as cur:
-            async for agent, body in cur:
-                mirror = mirrors.get(agent)
-                if mirror is not None:
-                    mirror.put(_conv_decoder.decode(body))
+        agents, conversations = await self._read()
+        for name, hello, wire, last in agents:
+            mirror = mirrors.get(name)
+            if mirror is None:
+                continue
+            mirror.hello = _hello_decoder.decode(hello) if hello else None
+            mirror.wire = wire
+            mirror.last_event_id = last
+        for agent, body in conversations:
+            mirror = mirrors.get(agent)
+            if mirror is not None:
+                mirror.put(_conv_decoder.decode(body))
         self._mirrors = mirrors
         return mirrors
 
@@ -95,7 +124,7 @@ class MirrorsRepo:
             await asyncio.sleep(interval)
             try:
                 await self.flush()
-            except (aiosqlite.Error, OSError):
+            except self._errors:
                 log.exception("store flush failed; will retry")
                 await asyncio.sleep(1.0)
 
@@ -136,22 +165,38 @@ class MirrorsRepo:
                 else:
                     puts.append((name, cid, _encoder.encode(conv)))
 
+        await self._write(MirrorBatch(agent_rows, wipe, puts, deletes))
+
+
+class MirrorsRepo(MirrorBatches):
+    """Agents and their open conversations, as last mirrored, in the SQLite file."""
+
+    _errors = (aiosqlite.Error, OSError)
+
+    def __init__(self, db: Database) -> None:
+        super().__init__()
+        self.db = db
+        db.on_close(self.close)
+
+    async def _read(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        async with self.db.db.execute("SELECT name, hello, wire, last_event_id FROM agents") as cur:
+            agents = [tuple(row) async for row in cur]
+        async with self.db.db.execute("SELECT agent, body FROM conversations") as cur:
+            conversations = [tuple(row) async for row in cur]
+        return agents, conversations
+
+    async def _write(self, batch: MirrorBatch) -> None:
         def write(conn: sqlite3.Connection) -> None:
+            conn.executemany(UPSERT_AGENT, batch.agents)
+            conn.executemany(WIPE_CONVERSATIONS, [(n,) for n in batch.wipe])
+            conn.executemany(DELETE_CONVERSATION, batch.deletes)
             conn.executemany(
-                "INSERT INTO agents(name, state, reason, hello, wire, last_event_id) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET state=excluded.state,"
-                " reason=excluded.reason, hello=excluded.hello, wire=excluded.wire,"
-                " last_event_id=excluded.last_event_id",
-                agent_rows,
-            )
-            conn.executemany("DELETE FROM conversations WHERE agent = ?", [(n,) for n in wipe])
-            conn.executemany("DELETE FROM conversations WHERE agent = ? AND id = ?", deletes)
-            conn.executemany(
-                "INSERT OR REPLACE INTO conversations(agent, id, body) VALUES (?, ?, ?)", puts
+                "INSERT OR REPLACE INTO conversations(agent, id, body) VALUES (?, ?, ?)",
+                batch.puts,
             )
 
-        size = sum(len(body) for _, _, body in puts)
-        if wipe or size > SMALL_FLUSH_BYTES:
+        size = sum(len(body) for _, _, body in batch.puts)
+        if batch.wipe or size > SMALL_FLUSH_BYTES:
             await self.db.run_threaded(write)
         else:
             await self.db.run(write)

@@ -112,15 +112,7 @@ class PhonesRepo:
             conn.execute("DELETE FROM pairings WHERE expires_at < ?", (cutoff,))
             conn.execute(
                 f"INSERT INTO pairings({_PAIRING_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    pairing.pairing_id,
-                    pairing.code_hash,
-                    pairing.scope.value,
-                    pairing.created_at.isoformat(),
-                    pairing.expires_at.isoformat(),
-                    pairing.state.value,
-                    None,
-                ),
+                pairing_row(pairing),
             )
 
         await self.db.run(write)
@@ -251,15 +243,26 @@ def _phone_sync(conn: sqlite3.Connection, phone_id: str) -> Phone | None:
 def _insert_phone_sync(conn: sqlite3.Connection, phone: Phone, public_key: str | None) -> None:
     conn.execute(
         f"INSERT INTO phones({_PHONE_COLUMNS}, public_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            phone.phone_id,
-            phone.name,
-            phone.scope.value,
-            phone.token_hash,
-            phone.paired_at.isoformat(),
-            None,
-            None,
-            None,
-            public_key,
-        ),
+        phone_row(phone, public_key),
+    )
+
+
+def pairing_row(pairing: Pairing) -> tuple[object, ...]:
+    """A new pairing code's row, in ``_PAIRING_COLUMNS``' order (both backends)."""
+    p = pairing
+    at = (p.created_at.isoformat(), p.expires_at.isoformat())
+    return (p.pairing_id, p.code_hash, p.scope.value, *at, p.state.value, None)
+
+
+def phone_row(phone: Phone, public_key: str | None) -> tuple[object, ...]:
+    """A new phone's row: ``_PHONE_COLUMNS`` then ``public_key`` (both backends)."""
+    p, unseen = phone, (None, None, None)  # last seen, from where, revoked
+    return (
+        p.phone_id,
+        p.name,
+        p.scope.value,
+        p.token_hash,
+        p.paired_at.isoformat(),
+        *unseen,
+        public_key,
     )

@@ -7,9 +7,10 @@ device) or ``done`` (delivered, or a lasting decision not to push, with its ``re
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -50,6 +51,20 @@ class LogEntry:
     outcome: str
     reason: str | None
     provider_id: str | None = None
+
+
+@dataclass(slots=True)
+class LimiterTurn:
+    """One push decision's turn at the limiter: its stored state (None when this process's
+    own limiter is the truth), and the state to store when the turn ends."""
+
+    shared: bool = False  # other workers decide too: read and store the limiter each turn
+    state: bytes | None = None
+    kept: bytes | None = None
+
+    def keep(self, state: bytes) -> None:
+        """Store ``state`` when the turn ends (where the store shares the limiter)."""
+        self.kept = state
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +183,25 @@ class PushesRepo:
         return [device_of(r) for r in rows]
 
     # --- once per ask (P3) and the limiter (P1) ------------------------------------------
+
+    async def claim(self, key: str) -> bool:
+        """One process owns the file: its own run keeps a key from being decided twice."""
+        return True
+
+    async def release(self, key: str) -> None:
+        """Nothing is held in the file."""
+
+    async def owed(self) -> set[str]:
+        """Every once-key whose push is owed."""
+        sql = "SELECT key FROM push_once WHERE state = 'owed'"
+        rows = await self.db.query(lambda conn: conn.execute(sql).fetchall())
+        return {str(r[0]) for r in rows}
+
+    @contextlib.asynccontextmanager
+    async def limiter_turn(self) -> AsyncIterator[LimiterTurn]:
+        """One process owns the file: its limiter in memory is the truth (saved with each
+        push owed)."""
+        yield LimiterTurn()
 
     async def limiter_state(self) -> bytes | None:
         """The limiter's stored state."""

@@ -21,6 +21,7 @@ from collie_gateway.http.app import GATEWAY, create_app
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
 from fixtures.agents.harness import short_dir
+from tests.collie_gateway.pg_fixtures import pg_admin, pg_url  # noqa: F401 (fixtures)
 from wire.agent import Agent, AgentRunner
 
 FAST = LinkTiming(

@@ -19,6 +19,7 @@ from collie_gateway.core.mirror import LinkState
 from collie_gateway.gateway import Gateway
 from collie_gateway.http import routes
 from collie_gateway.sources import Source
+from collie_gateway.store.mirrors import MirrorBatches
 from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from wire.agent import Agent, ConversationHandle, SendMessage
 from wire.sse import SSEParser
@@ -198,6 +199,7 @@ async def test_a_reply_streamed_token_by_token_reaches_every_phone_whole(rig: Ri
         return "".join(d["text"] for d in phone.of("chat.delta") if d["item_id"] == item.id)
 
     await eventually(lambda: all(text(p) == "".join(words) for p in phones))
+    assert isinstance(gw.mirrors_repo, MirrorBatches)
     assert not gw.mirrors_repo._dirty_agents  # no stored row changed, no flush was asked for
     for phone in phones:
         assert len(phone.of("chat.delta")) < len(words) * 3 / 4

@@ -50,7 +50,7 @@ async def test_a_file_of_the_previous_version_gains_phones_and_keeps_its_answers
 ) -> None:
     path = tmp_path / "old.db"
     with contextlib.closing(sqlite3.connect(path)) as conn:
-        before = MIGRATIONS.index(PHONES_MIGRATION)  # the version before phones
+        before = MIGRATIONS.index(PHONES_MIGRATION)  # later steps came after it
         for step in MIGRATIONS[:before]:
             conn.executescript(step)
         conn.execute(f"PRAGMA user_version={before}")

@@ -170,10 +170,8 @@ def alert(seen: ApnsSeen) -> dict[str, Any]:
 
 
 def asks_of(requests: list[ApnsSeen]) -> list[str]:
-    """The ask id each alerting APNs request carries, in order (a withdrawal, a background
-    push sent when the ask closes, names its ask too and is not counted)."""
-    alerts = [r for r in requests if r.headers.get("apns-push-type") != "background"]
-    ids = [r.json["collie"] for r in alerts]
+    """The ask id each APNs request carries, in order."""
+    ids = [r.json["collie"] for r in requests]
     return [str(i["ask"]) for i in ids if isinstance(i, dict)]
 
 

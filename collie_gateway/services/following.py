@@ -1,0 +1,320 @@
+"""One follower per agent across workers (PostgreSQL): leases, and what links read shared.
+
+Each worker tries, every third of a lease, to renew the leases it holds and to take those
+nobody holds (``store/pg/leases.py``; expiry on the database's clock). The holder of an
+agent's lease runs its link, on a mirror of its own; the link's reads are written to the
+shared log as entries fenced by the lease's epoch (:class:`RecordListener`): ``~link`` (state
+and hello), ``~snapshot`` (the open conversations), ``~event`` (one agent event). Every worker,
+the holder too, applies them in the log's order to the mirror its screens show
+(:meth:`Following.apply`): the holder through every sink (pushes, answers, receipts, the
+store's mirror, the phones' events, published under its epoch), the others quietly (rows
+and chats kept current, nothing told: :data:`~collie_gateway.services.phonebus.QUIET`).
+
+A worker that cannot renew a lease drops the link at once; a write refused for a stale epoch,
+or an entry of a newer epoch seen in the log, drops it too. A worker that starts writes
+``~hello``; holders answer with ``~sync``, the state of their agents, so its mirrors need
+not wait for the next change. A tap taken by a worker that does not hold the agent is handed
+over with ``~want`` (services/answering.py); the holder sends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from contextvars import Token
+from typing import Final
+
+import msgspec
+
+from collie_gateway.core.mirror import AgentMirror, Change, LinkState, apply_event
+from collie_gateway.core.reconnect import LinkTiming
+from collie_gateway.services.links import AgentLink
+from collie_gateway.services.phonebus import QUIET
+from collie_gateway.services.router import Router
+from collie_gateway.services.tasks import Spawn
+from collie_gateway.services.worklog import ORIGIN
+from collie_gateway.sources import Source
+from collie_gateway.store.pg.events import Record, StoredEvent
+from collie_gateway.store.pg.leases import Lease, Leases
+from wire.messages import AgentEvent, Conversation, Hello
+
+log = logging.getLogger(__name__)
+
+_encoder = msgspec.json.Encoder()
+
+
+class LinkRec(msgspec.Struct, frozen=True):
+    """``~link``: a link's state and hello."""
+
+    state: str
+    reason: str
+    unauthorized: bool
+    hello: Hello | None
+    wire: int | None
+
+
+class SnapRec(msgspec.Struct, frozen=True):
+    """``~snapshot``: the open conversations read anew."""
+
+    conversations: list[Conversation]
+    last_event_id: str | None
+
+
+class EventRec(msgspec.Struct, frozen=True):
+    """``~event``: one agent event, and the agent's id of it."""
+
+    id: str | None
+    event: AgentEvent
+
+
+class SyncRec(msgspec.Struct, frozen=True):
+    """``~sync``: an agent's whole state, for a worker that just started."""
+
+    link: LinkRec
+    snapshot: SnapRec
+
+
+class WantRec(msgspec.Struct, frozen=True):
+    """``~want``: a tap on this ask waits for the holder to send it."""
+
+    ask_id: str
+
+
+_link = msgspec.json.Decoder(LinkRec)
+_snap = msgspec.json.Decoder(SnapRec)
+_event = msgspec.json.Decoder(EventRec)
+_sync = msgspec.json.Decoder(SyncRec)
+_want = msgspec.json.Decoder(WantRec)
+
+Write = Callable[[Record], None]
+RENEWALS: Final = 3  # a lease is renewed this many times in its time
+
+
+def link_rec(mirror: AgentMirror) -> LinkRec:
+    """The link part of ``mirror``."""
+    return LinkRec(
+        mirror.state.value, mirror.reason, mirror.unauthorized, mirror.hello, mirror.wire
+    )
+
+
+def _set_link(mirror: AgentMirror, rec: LinkRec) -> None:
+    mirror.state, mirror.reason = LinkState(rec.state), rec.reason
+    mirror.unauthorized, mirror.hello, mirror.wire = rec.unauthorized, rec.hello, rec.wire
+
+
+class RecordListener:
+    """The holder's link listener: what the link reads goes to the shared log, fenced."""
+
+    def __init__(self, write: Write, agent: str, epoch: int) -> None:
+        self.write = write
+        self.agent = agent
+        self.epoch = epoch
+
+    def _put(self, kind: str, body: msgspec.Struct) -> None:
+        self.write(Record(kind, _encoder.encode(body), self.agent, self.epoch))
+
+    def link_changed(self, mirror: AgentMirror) -> None:
+        self._put("~link", link_rec(mirror))
+
+    def snapshot_taken(self, mirror: AgentMirror) -> None:
+        convs = list(mirror.conversations.values())
+        self._put("~snapshot", SnapRec(convs, mirror.last_event_id))
+
+    def event_received(self, mirror: AgentMirror, event: AgentEvent, change: Change) -> None:
+        self._put("~event", EventRec(mirror.last_event_id, event))
+
+
+class Following:
+    """This worker's leases: the links it runs, and the log's link entries applied."""
+
+    def __init__(
+        self,
+        leases: Leases,
+        sources: Sequence[Source],
+        mirrors: dict[str, AgentMirror],
+        links: dict[str, AgentLink],
+        timing: LinkTiming,
+        write: Write,
+        spawn: Spawn,
+        duties: Sequence[str] = (),
+    ) -> None:
+        self.leases = leases
+        self.sources = {s.name: s for s in sources}
+        self.mirrors = mirrors  # the mirrors the screens show
+        self.links = links  # the links this worker runs (Agents.links)
+        self.timing = timing
+        self.write = write
+        self.spawn = spawn
+        self.duties = tuple(duties)  # leases without a link (the crew's publishing)
+        self.held: dict[str, Lease] = {}
+        self.full: Router | None = None  # every sink: the holder's
+        self.quiet: Router | None = None  # what keeps screens current: the others'
+        #: A tap handed over for an agent this worker holds: (agent, ask id) to send.
+        self.on_want: Callable[[str, str], None] = lambda agent, ask_id: None
+        self._task: asyncio.Task[None] | None = None
+
+    def holds(self, name: str) -> bool:
+        """Whether this worker holds the lease of an agent (or a duty) now."""
+        return name in self.held
+
+    def start(self) -> None:
+        """Say hello (holders send their agents' state), then keep leases."""
+        self.write(Record("~hello", b"{}"))
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="leases")
+
+    async def close(self) -> None:
+        """Stop, give every lease back (another worker takes it at once)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for name, lease in list(self.held.items()):
+            link = self.links.pop(name, None)
+            if link is not None:
+                await link.close()
+            try:
+                await self.leases.give_back(lease)
+            except Exception as exc:  # the store is gone: the lease runs out on its own
+                log.warning("agent %s: lease not given back (%s)", name, exc)
+        self.held.clear()
+
+    async def _loop(self) -> None:
+        pause = self.leases.seconds / RENEWALS
+        while True:
+            try:
+                await self.round()
+            except Exception as exc:  # the store unreachable: renewals fail, links drop
+                log.warning("leases not renewed: %s", exc)
+            await asyncio.sleep(pause)
+
+    async def round(self) -> None:
+        """Renew what is held (drop what is not), take what nobody holds."""
+        if self.held:
+            try:
+                kept = await self.leases.renew_all(list(self.held.values()))
+            except Exception:
+                for name in list(self.held):
+                    self.drop(name, "its lease could not be renewed")
+                raise
+            for name in list(self.held):
+                if name not in kept:
+                    self.drop(name, "lease lost")
+        wanted = [n for n in (*self.sources, *self.duties) if n not in self.held]
+        busy = await self.leases.held_elsewhere(wanted)
+        for name in wanted:
+            if name not in busy:
+                lease = await self.leases.take(name)
+                if lease is not None:
+                    self._hold(lease)
+
+    def _hold(self, lease: Lease) -> None:
+        name = lease.agent
+        self.held[name] = lease
+        log.info("%s %s: following it (lease epoch %d)", _kind(name), name, lease.epoch)
+        source = self.sources.get(name)
+        if source is None:
+            return  # a duty
+        shown = self.mirrors[name]
+        # The link's own mirror starts from what the screens show, as STARTING: its first
+        # READY is a change, and unsettled taps are sent again then (T1).
+        private = AgentMirror(name, hello=shown.hello, wire=shown.wire)
+        private.replace_all(list(shown.conversations.values()))
+        private.last_event_id = shown.last_event_id
+        listener = RecordListener(self.write, name, lease.epoch)
+        link = AgentLink(source, private, listener, self.timing)
+        self.links[name] = link
+        link.start()
+
+    def drop(self, name: str, why: str) -> None:
+        """Stop following ``name`` at once (its lease is not this worker's any more)."""
+        if self.held.pop(name, None) is None:
+            return
+        link = self.links.pop(name, None)
+        if link is not None:
+            self.spawn(link.close(), f"drop-{name}")
+            log.warning("agent %s: %s, its link is dropped", name, why)
+        else:
+            log.warning("%s %s: %s", _kind(name), name, why)
+
+    def lost(self, leases: set[tuple[str, int]]) -> None:
+        """Writes for these (agent, epoch) were refused: the lease is gone."""
+        for name, epoch in leases:
+            lease = self.held.get(name)
+            if lease is not None and lease.epoch == epoch:
+                self.drop(name, "lease lost")
+
+    def apply(self, entry: StoredEvent) -> None:
+        """Apply one link entry of the log, in order."""
+        kind, name = entry.type, entry.agent
+        if kind == "~hello":
+            self._sync_all()
+            return
+        if name is None or name not in self.mirrors:
+            return
+        lease = self.held.get(name)
+        if lease is not None and entry.epoch is not None and entry.epoch > lease.epoch:
+            self.drop(name, "lease lost (a newer holder wrote)")
+            lease = None
+        own = lease is not None and entry.epoch == lease.epoch
+        if kind == "~want":
+            if lease is not None:
+                self.on_want(name, _want.decode(entry.data).ask_id)
+            return
+        router = self.full if own else self.quiet
+        if router is None:
+            return
+        token: Token[tuple[str, int] | None] | Token[bool]
+        token = ORIGIN.set((name, lease.epoch)) if own and lease else QUIET.set(True)
+        try:
+            self._route(kind, entry.data, self.mirrors[name], router, own)
+        finally:
+            if own:
+                ORIGIN.reset(token)  # type: ignore[arg-type]
+            else:
+                QUIET.reset(token)  # type: ignore[arg-type]
+
+    def _route(
+        self, kind: str, data: bytes, mirror: AgentMirror, router: Router, own: bool
+    ) -> None:
+        if kind == "~event":
+            rec = _event.decode(data)
+            if rec.id is not None:
+                mirror.last_event_id = rec.id
+            change = apply_event(mirror, rec.event)
+            router.event_received(mirror, rec.event, change)
+        elif kind == "~link":
+            _set_link(mirror, _link.decode(data))
+            router.link_changed(mirror)
+        elif kind == "~snapshot":
+            snap = _snap.decode(data)
+            mirror.replace_all(snap.conversations)
+            mirror.last_event_id = snap.last_event_id
+            router.snapshot_taken(mirror)
+        elif kind == "~sync" and not own:
+            sync = _sync.decode(data)
+            _set_link(mirror, sync.link)
+            mirror.replace_all(sync.snapshot.conversations)
+            mirror.last_event_id = sync.snapshot.last_event_id
+            router.link_changed(mirror)
+            router.snapshot_taken(mirror)
+
+    def _sync_all(self) -> None:
+        """A worker started: the state of every agent this worker follows, for it."""
+        for name, lease in self.held.items():
+            mirror = self.mirrors.get(name)
+            if mirror is None or name not in self.links:
+                continue
+            snap = SnapRec(list(mirror.conversations.values()), mirror.last_event_id)
+            body = _encoder.encode(SyncRec(link_rec(mirror), snap))
+            self.write(Record("~sync", body, name, lease.epoch))
+
+    def want(self, agent: str, ask_id: str) -> None:
+        """Hand a tap over to the agent's holder (this worker does not hold it)."""
+        self.write(Record("~want", _encoder.encode(WantRec(ask_id)), agent))
+
+
+def _kind(name: str) -> str:
+    return "duty" if name.startswith("~") else "agent"

@@ -1,0 +1,109 @@
+"""A worker's part in a gateway of several on one PostgreSQL (README: "Several workers").
+
+Built by ``gateway.py`` when the store is PostgreSQL: the shared log and its phone bus
+(``services/worklog.py``), the leases and what links read shared (``services/following.py``),
+and the hand-over of taps to the worker that follows the agent (``services/answering.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from typing import Final
+
+from collie_gateway.services.agents import Agents
+from collie_gateway.services.answering import Answering, Handover
+from collie_gateway.services.answers import Answers
+from collie_gateway.services.following import Following
+from collie_gateway.services.router import Router
+from collie_gateway.services.tasks import Spawn
+from collie_gateway.services.worklog import SharedBus, SharedLog
+from collie_gateway.settings import Settings
+from collie_gateway.store.pg.database import PgDatabase
+from collie_gateway.store.pg.events import EventLog, StoredEvent
+from collie_gateway.store.pg.leases import Leases
+
+#: The lease of publishing the crew's events and pushing its members' asks (W1, W4): every
+#: worker follows the members for its screens; one tells the phones.
+CREW_DUTY: Final = "~crew"
+HANDOVER_WAIT: Final = 5.0  # ours: seconds a phone's tap waits on a worker that hands it over
+
+
+def worker_name() -> str:
+    """This worker's name in the leases table: host and process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Workers:
+    """The shared log, the bus on it and the leases of one worker."""
+
+    def __init__(self, log: SharedLog, bus: SharedBus, leases: Leases) -> None:
+        self.log = log
+        self.bus = bus
+        self.leases = leases
+        self.following: Following | None = None
+
+    @classmethod
+    async def open(cls, db: PgDatabase, settings: Settings) -> Workers:
+        """The log read up to now, its bus; nothing runs until :meth:`start`."""
+        workers: Workers | None = None
+
+        def on_record(entry: StoredEvent) -> None:
+            if workers is not None and workers.following is not None:
+                workers.following.apply(entry)
+
+        def on_lost(lost: set[tuple[str, int]]) -> None:
+            if workers is not None and workers.following is not None:
+                workers.following.lost(lost)
+
+        log = SharedLog(EventLog(db), settings.phone_ring, on_record, on_lost)
+        languages = settings.languages.languages[1:]
+        bus = await log.open_bus(settings.stream_frame, languages)
+        workers = cls(log, bus, Leases(db, worker_name(), settings.lease_seconds))
+        return workers
+
+    def start(
+        self,
+        settings: Settings,
+        agents: Agents,
+        answers: Answers,
+        ledger: Answering,
+        routers: tuple[Router, Router],
+        spawn: Spawn,
+        duties: Sequence[str] = (),
+    ) -> None:
+        """Follow what this worker can take: ``routers`` are the holder's and the others'."""
+        following = Following(
+            self.leases,
+            settings.sources,
+            agents.mirrors,
+            agents.links,
+            settings.timing,
+            self.log.write,
+            spawn,
+            duties,
+        )
+        following.full, following.quiet = routers
+
+        def want(agent: str, ask_id: str) -> None:
+            spawn(answers.resend_pending(agent, ask_id), "handed-over")
+
+        following.on_want = want
+        ledger.handover = Handover(following.holds, following.want, HANDOVER_WAIT)
+        answers.sends_to = following.holds
+        self.following = following
+        self.log.start()
+        following.start()
+
+    def holds(self, name: str) -> bool:
+        """Whether this worker holds the lease ``name`` now."""
+        return self.following is not None and self.following.holds(name)
+
+    async def close(self) -> None:
+        """Give the leases back and write what is queued, then stop."""
+        if self.following is not None:
+            await self.following.close()
+        self.bus.close()
+        await self.log.drain()
+        await self.log.close()
