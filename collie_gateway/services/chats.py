@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
@@ -174,7 +175,9 @@ class Chats:
         self._loading: dict[tuple[str, str], list[list[tuple[str | None, AgentEvent | Note]]]] = {}
         self._epochs: dict[str, int] = {}  # snapshots of each agent's list so far
         self.unsaved: dict[tuple[str, str], list[Note]] = {}  # notes not yet in SQLite
-        self._to_publish: dict[tuple[str, str], None] = {}  # conversations to publish, in order
+        # Conversations to publish, in order, each in the context its change was applied in
+        # (with several workers: told by this worker, or kept quiet; services/following.py).
+        self._to_publish: dict[tuple[str, str], contextvars.Context] = {}
         # Items still being written, by chat: their text as shown, cleaned delta by delta.
         # A loaded chat's ``texts`` holds the same objects, so each delta is cleaned once.
         self.writing: dict[tuple[str, str], dict[str, ShownText]] = {}
@@ -721,12 +724,12 @@ class Chats:
             return
         if not self._to_publish:
             loop.call_soon(self._publish_pending)
-        self._to_publish[agent, conv_id] = None
+        self._to_publish[agent, conv_id] = contextvars.copy_context()
 
     def _publish_pending(self) -> None:
         pending, self._to_publish = self._to_publish, {}
-        for agent, conv_id in pending:
-            self._publish_conversation(agent, conv_id)
+        for (agent, conv_id), context in pending.items():
+            context.run(self._publish_conversation, agent, conv_id)
 
     def _publish_conversation(self, agent: str, conv_id: str) -> None:
         mirror = self.agents.mirror(agent)

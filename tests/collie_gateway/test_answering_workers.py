@@ -1,7 +1,7 @@
 """The answer ledger shared by two running workers on PostgreSQL (T1, issue 23): a tap one
 worker took and left unsettled (its send got no answer, then the worker died) is known to
-the other without a restart — the agent's word settles it there, or its resend loop sends it
-again with its request id, once."""
+the other without a restart — the agent's word settles it there, or a resend there (the new
+holder of the agent's lease) reads the ledger and sends it again with its request id, once."""
 
 from __future__ import annotations
 
@@ -27,15 +27,14 @@ async def worker(url: str) -> AsyncIterator[Answering]:
         await stores.close()
 
 
-async def test_T1_a_tap_another_worker_left_pending_is_sent_again_by_the_resend_loop(
+async def test_T1_a_tap_another_worker_left_pending_is_sent_again_by_a_resend(
     pg_url: str,
 ) -> None:
     async with worker(pg_url) as first, worker(pg_url) as second:
         lost = await first.tap(TAP, Agent(outcome=None))
         assert lost.outcome is Outcome.UNCERTAIN
         agent = Agent(outcome="accepted")
-        assert await second.resend_pending("desk", agent) == []  # started before the tap
-        await second.refresh()  # what its resend loop does each round
+        # Started before the tap, it reads the agent's unsettled taps from the ledger.
         [result] = await second.resend_pending("desk", agent)
         assert (result.outcome, agent.sent) == (Outcome.ACCEPTED, ["tap-1"])
         await first.refresh()

@@ -2,8 +2,8 @@
 (``python -m collie_gateway serve --db postgresql://…``) on loopback, each test its own
 database.
 
-Today every worker follows every agent (README: "Several workers on PostgreSQL"); what these
-tests hold is what the shared store promises: an answer taken on any worker is recorded,
+One worker follows each agent (its lease's holder; test_workers_lease.py); what these tests
+hold is what the shared store promises: an answer taken on any worker is recorded,
 claimed and settled once in the one ledger, so a phone's retry on another worker after a
 kill -9 gets the right outcome and the agent acts once (T1); an ask seen by all three
 workers is pushed once, and a push owed by a worker killed while sending is sent by another
@@ -272,26 +272,61 @@ async def frames(resp: aiohttp.ClientResponse, count: int) -> list[tuple[str, st
     return got
 
 
-async def test_a_phone_resuming_on_another_worker_is_told_to_reset_and_reads_its_screens(
+async def events_until_quiet(
+    resp: aiohttp.ClientResponse, quiet: float = 1.5
+) -> list[tuple[str, str]]:
+    """A live stream's events (id, type) until none comes for ``quiet`` seconds."""
+    got: list[tuple[str, str]] = []
+    while True:
+        try:
+            block = await asyncio.wait_for(resp.content.readuntil(b"\n\n"), quiet)
+        except TimeoutError:
+            return got
+        lines = block.decode().strip().splitlines()
+        fields = dict(line.split(": ", 1) for line in lines if ": " in line)
+        if "event" in fields:
+            got.append((fields.get("id", ""), fields["event"]))
+
+
+async def test_a_phone_resuming_on_another_worker_misses_nothing_and_gets_nothing_twice(
     pg_url: str,
 ) -> None:
-    """Today's rule for an id of another worker (README): ``reset``, never a wrong replay;
-    the screens it reads again there show what the killed worker showed."""
-    async with desk_scene(pg_url, phone=False) as s, aiohttp.ClientSession() as http:
-        first, other, _ = s.workers
+    """The worker under a phone's stream is killed -9; the phone resumes on another with
+    ``Last-Event-ID``: the events after it are replayed, then live ones follow — the same
+    ids, in the same order, as a stream on a third worker that never broke. An id of
+    another store gets ``reset``."""
+    lease = {"COLLIE_LEASE_SECONDS": "1.5"}
+    async with desk_scene(pg_url, False, lease) as s, aiohttp.ClientSession() as http:
+        first, other, third = s.workers
+        witness = await http.get(third.base + "/api/v1/events")
         resp = await http.get(first.base + "/api/v1/events")
         assert (await frames(resp, 1))[0][1] == "stream"
+        assert (await frames(witness, 1))[0][1] == "stream"
         await s.agent.open_conversation("c1", title="Deploy")
-        last_id, _ = (await frames(resp, 1))[0]
-        assert last_id
+        seen = await frames(resp, 1)
         await first.kill()
-        headers = {"Last-Event-ID": last_id}
+        await s.agent.open_conversation("c2", title="Build")  # while the phone is away
+        headers = {"Last-Event-ID": seen[-1][0]}
         again = await http.get(other.base + "/api/v1/events", headers=headers)
-        assert [kind for _, kind in await frames(again, 2)] == ["stream", "reset"]
-        again.close()
-        resp.close()
-        listed = await other.get("/api/v1/agents/desk/conversations?poll=true")
-        assert [r["conversation_id"] for r in listed["rows"]] == ["c1"]
+        assert (await frames(again, 1))[0][1] == "stream"
+        await s.agent.open_conversation("c3", title="Ship")
+
+        async def listed() -> bool:
+            rows = (await other.get("/api/v1/agents/desk/conversations?poll=true"))["rows"]
+            return sorted(r["conversation_id"] for r in rows) == ["c1", "c2", "c3"]
+
+        await eventually(listed, within=10)  # the first worker perhaps followed the agent
+        whole = await events_until_quiet(witness)
+        resumed = seen + await events_until_quiet(again)
+        assert [i for i, _ in resumed] == [i for i, _ in whole]
+        assert len(set(resumed)) == len(resumed)
+        assert len(resumed) > len(seen)  # events came after the kill, and none was lost
+        foreign = await http.get(
+            other.base + "/api/v1/events", headers={"Last-Event-ID": "0a1b2c3d4e5f-1"}
+        )
+        assert [kind for _, kind in await frames(foreign, 2)] == ["stream", "reset"]
+        for stream in (witness, resp, again, foreign):
+            stream.close()
 
 
 async def call(
