@@ -57,7 +57,11 @@ class Workers:
             if workers is not None and workers.following is not None:
                 workers.following.lost(lost)
 
-        log = SharedLog(EventLog(db), settings.phone_ring, on_record, on_lost)
+        def on_gap() -> None:
+            if workers is not None and workers.following is not None:
+                workers.following.resync()
+
+        log = SharedLog(EventLog(db), settings.phone_ring, on_record, on_lost, on_gap)
         languages = settings.languages.languages[1:]
         bus = await log.open_bus(settings.stream_frame, languages)
         workers = cls(log, bus, Leases(db, worker_name(), settings.lease_seconds))

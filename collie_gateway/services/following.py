@@ -159,9 +159,13 @@ class Following:
         """Whether this worker holds the lease of an agent (or a duty) now."""
         return name in self.held
 
+    def resync(self) -> None:
+        """Ask the holders for their agents' state (this worker missed entries)."""
+        self.write(Record("~hello", b"{}"))
+
     def start(self) -> None:
         """Say hello (holders send their agents' state), then keep leases."""
-        self.write(Record("~hello", b"{}"))
+        self.resync()
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="leases")
 
     async def close(self) -> None:

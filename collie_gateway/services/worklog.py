@@ -85,6 +85,12 @@ class SharedBus(PhoneBus):
         event = PhoneEvent(f"{self.boot}-{entry.seq}", entry.type, entry.data, words)
         self._fan_out(entry.seq, event)
 
+    def fell_behind(self) -> None:
+        """Entries this worker had not read were pruned: every stream is told ``reset``."""
+        for sub in list(self._subs):
+            sub.overflowed = True
+            sub.ready.set()
+
     def preload(self, entries: Sequence[StoredEvent], covered: int, last: int) -> None:
         """At start: the ring from the log's newest ``entries``; it replays every event
         after ``covered``; this worker applies what comes after ``last``."""
@@ -115,11 +121,13 @@ class SharedLog:
         ring: int,
         on_record: Callable[[StoredEvent], None],
         on_lost: Callable[[set[tuple[str, int]]], None],
+        on_gap: Callable[[], None] = lambda: None,
     ) -> None:
         self.events = events
         self.ring = ring
         self.on_record = on_record
         self.on_lost = on_lost  # leases found lost at a write: their links are dropped
+        self.on_gap = on_gap  # entries were pruned before this worker read them
         self.bus: SharedBus | None = None
         self._queue: list[Record] = []
         self._wanted = asyncio.Event()
@@ -216,6 +224,10 @@ class SharedLog:
             try:
                 while True:
                     entries = await self.events.after(bus._seq)
+                    if entries and entries[0].seq > bus._seq + 1:  # numbers have no holes
+                        log.warning("the shared log was pruned past this worker: reset")
+                        bus.fell_behind()
+                        self.on_gap()
                     for entry in entries:
                         if entry.type.startswith("~"):
                             bus._seq = entry.seq
