@@ -457,7 +457,9 @@ def _serve(settings: Settings) -> int:
         print(f"collie-gateway: phone API on the Unix socket {settings.unix_path}")
         return serving.serve(app, unix_path=settings.unix_path)  # SIGTERM/SIGINT: README, Stopping
     scheme = "https" if settings.tls is not None else "http"
-    print(f"collie-gateway: phone API on {scheme}://{settings.host}:{settings.port}/api/v1/dashboard")
+    print(
+        f"collie-gateway: phone API on {scheme}://{settings.host}:{settings.port}/api/v1/dashboard"
+    )
     if settings.tls is not None:
         print(f"  TLS certificate SHA-256: {spaced_fingerprint(settings.tls.fingerprint)}")
     tls = settings.tls.server_context() if settings.tls is not None else None

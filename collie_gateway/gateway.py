@@ -76,7 +76,14 @@ class Gateway:
             routers = (gw.router, gw._router(quiet=True))
             duties = (CREW_DUTY,) if settings.crew else ()
             gw.workers.start(
-                settings, gw.agents, gw.answers, gw.ledger, routers, gw.tasks.spawn, duties
+                settings,
+                gw.agents,
+                gw.answers,
+                gw.ledger,
+                routers,
+                gw.tasks.spawn,
+                duties,
+                gw.mirrors_repo,
             )
         return gw
 

@@ -23,6 +23,7 @@ from collie_gateway.settings import Settings
 from collie_gateway.store.pg.database import PgDatabase
 from collie_gateway.store.pg.events import EventLog, StoredEvent
 from collie_gateway.store.pg.leases import Leases
+from collie_gateway.store.pg.mirrors import PgMirrorsRepo
 
 #: The lease of publishing the crew's events and pushing its members' asks (W1, W4): every
 #: worker follows the members for its screens; one tells the phones.
@@ -76,8 +77,10 @@ class Workers:
         routers: tuple[Router, Router],
         spawn: Spawn,
         duties: Sequence[str] = (),
+        mirrors: object = None,
     ) -> None:
-        """Follow what this worker can take: ``routers`` are the holder's and the others'."""
+        """Follow what this worker can take: ``routers`` are the holder's and the others';
+        ``mirrors`` the stored mirror (its flush fenced by the leases)."""
         following = Following(
             self.leases,
             settings.sources,
@@ -89,6 +92,13 @@ class Workers:
             duties,
         )
         following.full, following.quiet = routers
+        if isinstance(mirrors, PgMirrorsRepo):  # the holder's flush is fenced by its epoch
+
+            def epoch(agent: str) -> int | None:
+                lease = following.held.get(agent)
+                return None if lease is None else lease.epoch
+
+            mirrors.fence = epoch
 
         def want(agent: str, ask_id: str) -> None:
             spawn(answers.resend_pending(agent, ask_id), "handed-over")

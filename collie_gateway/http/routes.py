@@ -600,9 +600,7 @@ async def start_conversation(request: web.Request) -> web.Response:
     agent = agent_of(request)
     body = await body_of(request, PhoneStart)
     wire_body = StartConversation(request_id=body.request_id, starter=body.starter)
-    missing = words(request).fmt(
-        "no_starter", starter=clean(body.starter, LABEL_LIMIT).text
-    )
+    missing = words(request).fmt("no_starter", starter=clean(body.starter, LABEL_LIMIT).text)
     return await _run_command(
         request, agent, "/conversations", wire_body, "starters", not_found=missing
     )

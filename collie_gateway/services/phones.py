@@ -284,5 +284,3 @@ class Phones:
 
 def _with_seen(phone: Phone, when: datetime, address: str | None) -> Phone:
     return replace(phone, last_seen=when, last_address=address)
-
-

@@ -270,7 +270,6 @@ class Pushing:
             body.provider, token, environment, key, now, lang, phone, webpush
         )
 
-
     def _language(self, tag: str) -> str:
         """A registered language tag as the gateway spells it (``it-IT``: ``it``); a tag of a
         language it does not speak is kept as given (its pushes read the default language).

@@ -118,9 +118,7 @@ class LedgerRepo:
         return found is not None
 
 
-_COLUMNS = (
-    "request_id, agent, ask_id, version, answer, attempts, settled, outcome, reason, phone"
-)
+_COLUMNS = "request_id, agent, ask_id, version, answer, attempts, settled, outcome, reason, phone"
 
 
 def _row(row: tuple[Any, ...]) -> Record:

@@ -71,3 +71,30 @@ async def test_a_lease_given_back_is_taken_at_once(pg_url: str) -> None:
         await w1.give_back(first)
         assert await w2.take("desk") == Lease("desk", "w2", 2)
         assert await w1.take("desk") is None
+
+
+async def test_the_mirror_flush_of_a_worker_that_lost_the_lease_writes_nothing(
+    pg_url: str,
+) -> None:
+    from collie_gateway.core.mirror import LinkState
+    from collie_gateway.store.pg.mirrors import PgMirrorsRepo
+
+    async with worker(pg_url, "w1") as w1:
+        repo = PgMirrorsRepo(w1.db)
+        held: dict[str, int] = {}
+        repo.fence = held.get
+        [mirror] = (await repo.load_mirrors(["desk"])).values()
+        lease = await w1.take("desk")
+        assert lease is not None
+        held["desk"] = lease.epoch
+        mirror.state, mirror.last_event_id = LinkState.READY, "7"
+        repo.mark("desk")
+        await repo.flush()
+        [again] = (await PgMirrorsRepo(w1.db).load_mirrors(["desk"])).values()
+        assert again.last_event_id == "7"
+        await w1.give_back(lease)  # another worker may take it now: this one is fenced off
+        mirror.last_event_id = "8"
+        repo.mark("desk")
+        await repo.flush()
+        [stale] = (await PgMirrorsRepo(w1.db).load_mirrors(["desk"])).values()
+        assert stale.last_event_id == "7"

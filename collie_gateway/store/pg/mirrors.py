@@ -1,8 +1,14 @@
 """The mirror of open conversations on PostgreSQL: the same batches as the SQLite file's
-(``store/mirrors.py`` ``MirrorBatches``), each flush one transaction."""
+(``store/mirrors.py`` ``MirrorBatches``), each flush one transaction.
+
+With several workers the holder of an agent's lease flushes its mirror, and the flush is
+fenced as the link's other writes: :attr:`PgMirrorsRepo.fence` gives the epoch this worker
+holds each agent under, and the rows of an agent whose epoch is not live are not written.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -30,6 +36,8 @@ class PgMirrorsRepo(MirrorBatches):
     def __init__(self, db: PgDatabase) -> None:
         super().__init__()
         self.db = db
+        #: The lease epoch this worker holds an agent under (None: not held); None: no fence.
+        self.fence: Callable[[str], int | None] | None = None
         db.on_close(self.close)
 
     async def _read(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -42,6 +50,8 @@ class PgMirrorsRepo(MirrorBatches):
 
     async def _write(self, batch: MirrorBatch) -> None:
         async with self.db.transaction() as conn, conn.cursor() as cur:
+            if self.fence is not None:
+                batch = await self._fenced(cur, batch, self.fence)
             if batch.agents:
                 await cur.executemany(pg(UPSERT_AGENT), batch.agents)
             if batch.wipe:
@@ -50,3 +60,27 @@ class PgMirrorsRepo(MirrorBatches):
                 await cur.executemany(pg(DELETE_CONVERSATION), batch.deletes)
             if batch.puts:
                 await cur.executemany(_PUT, batch.puts)
+
+    async def _fenced(
+        self, cur: psycopg.AsyncCursor[Any], batch: MirrorBatch, fence: Callable[[str], int | None]
+    ) -> MirrorBatch:
+        """The batch without the rows of agents whose lease this worker does not hold now
+        (checked in the flush's transaction; the lease rows held to its end)."""
+        names = {str(row[0]) for row in batch.agents} | set(batch.wipe)
+        names |= {agent for agent, _ in batch.deletes} | {agent for agent, _, _ in batch.puts}
+        epochs = {name: fence(name) for name in names}
+        held = [(name, epoch) for name, epoch in epochs.items() if epoch is not None]
+        live: set[str] = set()
+        if held:
+            await cur.execute(
+                "SELECT agent FROM leases WHERE (agent, epoch) IN (SELECT * FROM"
+                " unnest(%s::text[], %s::bigint[])) AND expires_at > clock_timestamp() FOR SHARE",
+                ([n for n, _ in held], [e for _, e in held]),
+            )
+            live = {str(row[0]) for row in await cur.fetchall()}
+        return MirrorBatch(
+            [row for row in batch.agents if row[0] in live],
+            [name for name in batch.wipe if name in live],
+            [put for put in batch.puts if put[0] in live],
+            [gone for gone in batch.deletes if gone[0] in live],
+        )
