@@ -7,6 +7,7 @@ and the hand-over of taps to the worker that follows the agent (``services/answe
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Sequence
@@ -44,6 +45,7 @@ class Workers:
         self.bus = bus
         self.leases = leases
         self.following: Following | None = None
+        self._mirrors: PgMirrorsRepo | None = None
 
     @classmethod
     async def open(cls, db: PgDatabase, settings: Settings) -> Workers:
@@ -99,6 +101,7 @@ class Workers:
                 return None if lease is None else lease.epoch
 
             mirrors.fence = epoch
+            self._mirrors = mirrors
 
         def want(agent: str, ask_id: str) -> None:
             spawn(answers.resend_pending(agent, ask_id), "handed-over")
@@ -116,6 +119,9 @@ class Workers:
 
     async def close(self) -> None:
         """Give the leases back and write what is queued, then stop."""
+        if self._mirrors is not None:  # while the leases are still this worker's
+            with contextlib.suppress(Exception):
+                await self._mirrors.flush()
         if self.following is not None:
             await self.following.close()
         self.bus.close()
