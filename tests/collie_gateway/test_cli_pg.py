@@ -61,3 +61,11 @@ def test_the_resend_round_is_seconds_in_range() -> None:
         with pytest.raises(ConfigError) as caught:
             push_options_from_env({"COLLIE_RESEND_INTERVAL": bad})
         assert str(caught.value) == f"COLLIE_RESEND_INTERVAL is seconds, 0.1 to 3600: {bad!r}"
+
+
+def test_the_lease_is_seconds_in_range() -> None:
+    assert push_options_from_env({"COLLIE_LEASE_SECONDS": "1.5"}) == {"lease_seconds": 1.5}
+    for bad in ("0.1", "601", "soon"):
+        with pytest.raises(ConfigError) as caught:
+            push_options_from_env({"COLLIE_LEASE_SECONDS": bad})
+        assert str(caught.value) == f"COLLIE_LEASE_SECONDS is seconds, 0.5 to 600: {bad!r}"
