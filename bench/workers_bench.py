@@ -1,7 +1,9 @@
 """Several workers on PostgreSQL beside one SQLite worker, in the same run: answers a second
-through the ledger (T1), and an agent's commit to the phones' streams (D1).
+through the ledger (T1), an agent's commit to the phones' streams (D1), and failover after
+the agent's follower is killed -9.
 
-Run: ``python bench/workers_bench.py [--seconds S] [--concurrency C] [--streams N] [--asks N]``.
+Run: ``python bench/workers_bench.py [--seconds S] [--concurrency C] [--streams N] [--asks N]
+[--lease S] [--kills N]``; about 1–2 minutes with the defaults.
 
 **Ledger.**
 Each worker is a process of its own that opens the store as the gateway does
@@ -14,11 +16,21 @@ on is slower per commit). The agent's round trip is not in it (bench/answer_benc
 **Commit to phone event.** An SDK agent in this process raises ``--asks`` asks, one every
 50 ms; ``--streams`` live streams (``GET /api/v1/events``), spread over the workers, each
 time the ``ask.raised`` of each ask from the agent's commit. Gateways are real processes
-(``python -m collie_gateway serve``): one on a SQLite file, three on one PostgreSQL database
-(each follows the agent itself: README, "Several workers on PostgreSQL"). The streams are read
-in this process too, so the figures carry its own load.
+(``python -m collie_gateway serve -v``): one on a SQLite file, then one and three on a
+PostgreSQL database of their own. With PostgreSQL one worker follows the agent (the holder
+of its lease, found in the workers' logs); every worker's streams get its events through the
+shared log (README, "Several workers on PostgreSQL"), so with three workers the holder's
+streams and the others' are also shown apart. The streams are read in this process too, so
+the figures carry its own load.
 
-Not yet measured: failover after a kill -9 (it waits for the lease).
+**Failover.** Three PostgreSQL workers with ``COLLIE_LEASE_SECONDS=--lease``. The holder
+(the newest "following it (lease epoch N)" in the logs) is killed -9 while a stream is open
+on each other worker; right after the kill the agent raises one ask. Measured from the kill:
+until another worker's log says it follows the agent (its log line's time), and until the
+streams on both surviving workers have heard that ask. The killed worker is then started
+again and the next round kills the new holder (``--kills`` rounds). The SQLite baseline has
+no failover: its one process is killed -9 and started again at once on the same file and
+port (no supervisor's delay), timed until ``/healthz`` says the agent is ready.
 """
 
 from __future__ import annotations
@@ -27,23 +39,42 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
+import re
 import socket
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import aiohttp
-from _common import pct, sse_events
+from _common import heading, pct, ratio, row, sse_events
 
 from collie_gateway.core.answers import Tap, on_result
 from collie_gateway.store.stores import open_stores
 from fixtures.postgres import ThrowawayPostgres, drop_database, new_database
-from wire.agent import Agent, Option
+from wire.agent import Agent, ConversationHandle, Option
 
 PERMISSION = [Option(id="yes", label="Yes", role="allow"), Option(id="no", label="No", role="deny")]
 
 REPO = Path(__file__).resolve().parent.parent
+AGENT = "desk"
+# The gateway's INFO line when a worker takes an agent's lease (services/following.py).
+FOLLOWING = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO \S+: agent "
+    + re.escape(AGENT)
+    + r": following it \(lease epoch (\d+)\)$",
+    re.MULTILINE,
+)
+
+Figures = dict[str, float]
+
+
+# --- the ledger --------------------------------------------------------------------------
 
 
 async def worker(db: Path, url: str | None, name: str, seconds: float, concurrency: int) -> int:
@@ -83,115 +114,410 @@ async def run(db: Path, url: str | None, workers: int, seconds: float, concurren
     return sum(counts) / seconds
 
 
-async def start_worker(tmp: Path, db: str, index: int) -> tuple[asyncio.subprocess.Process, str]:
-    """A gateway process for ``tmp/sources.json`` on ``db``; it and its base URL, once ready."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    log = (tmp / f"w{index}.log").open("ab")
-    with log:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "collie_gateway", "serve", "--sources", str(tmp / "sources.json"),
-            "--db", db, "--port", str(port), cwd=REPO, stdout=log, stderr=log,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    async with aiohttp.ClientSession() as http:
-        for _ in range(600):  # 60 s at most
-            with contextlib.suppress(aiohttp.ClientError):
-                async with http.get(base + "/healthz") as resp:
-                    if (await resp.json())["ready"] >= 1:
-                        return proc, base
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"worker {index} not ready: {(tmp / f'w{index}.log').read_text()}")
-
-
-async def read_asks(
-    resp: aiohttp.ClientResponse, sent: dict[str, float], got: list[float], want: int
-) -> None:
-    """Time each ``ask.raised`` on one stream from its commit, until ``want`` were seen."""
-    seen = 0
-    async for event in sse_events(resp):
-        if event.event == "ask.raised":
-            ask_id = json.loads(event.data)["ask"]["id"]
-            got.append(time.perf_counter() - sent[ask_id])
-            seen += 1
-            if seen == want:
-                return
-
-
-async def stream_latency(dbs: list[str], streams: int, asks: int) -> list[float]:
-    """Seconds from an ask's commit to its ``ask.raised`` on every stream."""
-    with tempfile.TemporaryDirectory(prefix="wb-", dir="/tmp") as folder:
-        tmp = Path(folder)
-        agent = Agent(runtime="desk", state_path=tmp / "desk.agent.db")
-        runner = await agent.serve_unix(tmp / "desk.sock")
-        sources = {"durable_agents": [{"name": "desk", "socket": str(tmp / "desk.sock")}]}
-        (tmp / "sources.json").write_text(json.dumps(sources), encoding="utf-8")
-        started = [await start_worker(tmp, db, i) for i, db in enumerate(dbs)]
-        sent: dict[str, float] = {}
-        got: list[float] = []
-        connector = aiohttp.TCPConnector(limit=0)
-        try:
-            async with aiohttp.ClientSession(connector=connector) as http:
-                bases = [base for _, base in started]
-                resps = [
-                    await http.get(bases[i % len(bases)] + "/api/v1/events") for i in range(streams)
-                ]
-                readers = [asyncio.create_task(read_asks(r, sent, got, asks)) for r in resps]
-                await asyncio.sleep(0.5)
-                conv = await agent.open_conversation("bench", title="Bench")
-                for n in range(asks):
-                    sent[f"b{n}"] = time.perf_counter()
-                    await conv.ask(kind="permission", id=f"b{n}", title="Go?", options=PERMISSION)
-                    await asyncio.sleep(0.05)
-                await asyncio.wait_for(asyncio.gather(*readers), 60)
-                for resp in resps:
-                    resp.close()
-        finally:
-            for proc, _ in started:
-                proc.terminate()
-                await proc.wait()
-            await runner.close()
-            await agent.close()
-    return got
-
-
 def child(name: str, db: str, url: str, seconds: str, concurrency: str) -> None:
     count = asyncio.run(worker(Path(db), url or None, name, float(seconds), int(concurrency)))
     print(count)
 
 
-async def latencies(server: ThrowawayPostgres, streams: int, asks: int) -> dict[str, float]:
-    """p50 and p99 (ms) of commit to phone event: one SQLite worker, three on PostgreSQL."""
-    figures: dict[str, float] = {}
+async def ledger(server: ThrowawayPostgres, seconds: float, concurrency: int) -> Figures:
+    """Answers a second: one SQLite worker, one and three on PostgreSQL."""
+    rates: Figures = {}
     with tempfile.TemporaryDirectory() as tmp:
-        url = new_database(server.url())
-        try:
-            for label, dbs in (
-                ("sqlite, 1 worker", [str(Path(tmp) / "g.db")]),
-                ("postgresql, 3 workers", [url] * 3),
-            ):
-                got = await stream_latency(dbs, streams, asks)
-                figures[f"{label}: p50 ms"] = pct(got, 50) * 1000
-                figures[f"{label}: p99 ms"] = pct(got, 99) * 1000
-        finally:
-            drop_database(server.url(), url)
-    return figures
-
-
-async def main(seconds: float, concurrency: int, streams: int, asks: int) -> dict[str, float]:
-    results: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as tmp, ThrowawayPostgres() as server:
-        results["sqlite, 1 worker"] = await run(Path(tmp) / "g.db", None, 1, seconds, concurrency)
+        rates["sqlite, 1 worker"] = await run(Path(tmp) / "g.db", None, 1, seconds, concurrency)
         for workers in (1, 3):
             url = new_database(server.url())
             try:
                 rate = await run(Path(tmp) / "unused.db", url, workers, seconds, concurrency)
             finally:
                 drop_database(server.url(), url)
-            results[f"postgresql, {workers} worker{'s' if workers > 1 else ''}"] = rate
-        results.update(await latencies(server, streams, asks))
+            rates[label_of("postgresql", workers)] = rate
+    return rates
+
+
+def label_of(backend: str, workers: int) -> str:
+    return f"{backend}, {workers} worker{'s' if workers > 1 else ''}"
+
+
+# --- gateway processes -------------------------------------------------------------------
+
+
+@dataclass
+class Gateway:
+    """One gateway process (a worker): its base URL and its log."""
+
+    proc: asyncio.subprocess.Process
+    base: str
+    log: Path
+    port: int
+
+    def follows(self) -> list[tuple[float, int]]:
+        """(wall time, epoch) of each lease of the agent this worker's log says it took."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        found = []
+        for stamp, epoch in FOLLOWING.findall(text):
+            at = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()  # local time
+            found.append((at, int(epoch)))
+        return found
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def spawn(
+    tmp: Path, db: str, log: Path, port: int, env: Mapping[str, str] | None = None
+) -> Gateway:
+    """Start ``collie_gateway serve -v`` for ``tmp/sources.json`` on ``db`` (not waited for)."""
+    with log.open("ab") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "collie_gateway", "serve", "-v",
+            "--sources", str(tmp / "sources.json"), "--db", db, "--port", str(port),
+            cwd=REPO, stdout=out, stderr=out, env={**os.environ, **(env or {})},
+        )  # fmt: skip
+    return Gateway(proc, f"http://127.0.0.1:{port}", log, port)
+
+
+async def wait_ready(gateway: Gateway, within: float = 60.0) -> float:
+    """Poll ``/healthz`` every 10 ms until the agent is ready; ``perf_counter`` then."""
+    deadline = time.perf_counter() + within
+    async with aiohttp.ClientSession() as http:
+        while time.perf_counter() < deadline:
+            if not gateway.alive:
+                break
+            with contextlib.suppress(aiohttp.ClientError):
+                async with http.get(gateway.base + "/healthz") as resp:
+                    if (await resp.json())["ready"] >= 1:
+                        return time.perf_counter()
+            await asyncio.sleep(0.01)
+    tail = gateway.log.read_text(errors="replace")[-3000:]
+    raise RuntimeError(f"{gateway.log.name}: agent not ready in {within} s:\n{tail}")
+
+
+async def start_worker(
+    tmp: Path, db: str, name: str, env: Mapping[str, str] | None = None
+) -> Gateway:
+    """A gateway process on ``db``, once its agent is ready; its log is ``tmp/name.log``."""
+    gateway = await spawn(tmp, db, tmp / f"{name}.log", free_port(), env)
+    await wait_ready(gateway)
+    return gateway
+
+
+async def stop(gateways: Sequence[Gateway]) -> None:
+    """SIGTERM every worker still alive; SIGKILL one that has not stopped in 15 s."""
+    for gateway in gateways:
+        if gateway.alive:
+            gateway.proc.terminate()
+    for gateway in gateways:
+        try:
+            async with asyncio.timeout(15.0):
+                await gateway.proc.wait()
+        except TimeoutError:
+            gateway.proc.kill()
+            await gateway.proc.wait()
+
+
+def holder(gateways: Sequence[Gateway]) -> tuple[Gateway, int] | None:
+    """The worker whose log names the newest lease of the agent, and its epoch."""
+    best: tuple[Gateway, int] | None = None
+    for gateway in gateways:
+        for _, epoch in gateway.follows():
+            if best is None or epoch > best[1]:
+                best = (gateway, epoch)
+    return best
+
+
+@contextlib.asynccontextmanager
+async def agent_in(tmp: Path) -> AsyncIterator[Agent]:
+    """An SDK agent on ``tmp/desk.sock`` and ``tmp/sources.json`` naming it."""
+    agent = Agent(runtime="desk", state_path=tmp / "desk.agent.db")
+    runner = await agent.serve_unix(tmp / "desk.sock")
+    sources = {"durable_agents": [{"name": AGENT, "socket": str(tmp / "desk.sock")}]}
+    (tmp / "sources.json").write_text(json.dumps(sources), encoding="utf-8")
+    try:
+        yield agent
+    finally:
+        await runner.close()
+        await agent.close()
+
+
+class Watch:
+    """One phone stream: when each ``ask.raised`` arrived (``perf_counter``), by ask id."""
+
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self.resp = resp
+        self.times: dict[str, float] = {}
+        self._changed = asyncio.Event()
+        self._task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        try:
+            async for event in sse_events(self.resp):
+                if event.event == "ask.raised":
+                    self.times[json.loads(event.data)["ask"]["id"]] = time.perf_counter()
+                    self._changed.set()
+        finally:
+            self._changed.set()  # the stream ended: waiters look again
+
+    async def heard(self, ask_id: str) -> float:
+        """When this stream heard ``ask_id`` (waits for it)."""
+        while ask_id not in self.times:
+            if self._task.done():
+                raise RuntimeError(f"the stream ended before {ask_id} was heard")
+            self._changed.clear()
+            await self._changed.wait()
+        return self.times[ask_id]
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
+            await self._task
+        self.resp.close()
+
+
+# --- commit to phone event ---------------------------------------------------------------
+
+
+@dataclass
+class Latency:
+    """Seconds from commit to ``ask.raised``, every stream's; the holder's streams apart."""
+
+    every: list[float] = field(default_factory=list)
+    holder: list[float] = field(default_factory=list)
+    others: list[float] = field(default_factory=list)
+
+
+async def stream_latency(dbs: list[str], streams: int, asks: int) -> Latency:
+    """Seconds from an ask's commit to its ``ask.raised`` on every stream."""
+    with tempfile.TemporaryDirectory(prefix="wb-", dir="/tmp") as folder:
+        tmp = Path(folder)
+        async with agent_in(tmp) as agent:
+            started: list[Gateway] = []
+            try:
+                for i, db in enumerate(dbs):
+                    started.append(await start_worker(tmp, db, f"w{i}"))
+                found = holder(started)
+                held = found[0] if found is not None else None
+                connector = aiohttp.TCPConnector(limit=0)
+                async with aiohttp.ClientSession(connector=connector) as http:
+                    on = [started[i % len(started)] for i in range(streams)]
+                    watches = [Watch(await http.get(g.base + "/api/v1/events")) for g in on]
+                    await asyncio.sleep(0.5)
+                    conv = await agent.open_conversation("bench", title="Bench")
+                    sent: dict[str, float] = {}
+                    for n in range(asks):
+                        sent[f"b{n}"] = time.perf_counter()
+                        await conv.ask(
+                            kind="permission", id=f"b{n}", title="Go?", options=PERMISSION
+                        )
+                        await asyncio.sleep(0.05)
+                    async with asyncio.timeout(60):
+                        for watch in watches:
+                            for ask_id in sent:
+                                await watch.heard(ask_id)
+                    result = Latency()
+                    for gateway, watch in zip(on, watches, strict=True):
+                        took = [watch.times[a] - sent[a] for a in sent]
+                        result.every += took
+                        (result.holder if gateway is held else result.others).extend(took)
+                    for watch in watches:
+                        await watch.close()
+            finally:
+                await stop(started)
+    return result
+
+
+async def latencies(server: ThrowawayPostgres, streams: int, asks: int) -> Figures:
+    """p50 and p99 (ms) of commit to phone event: one SQLite worker, one and three on
+    PostgreSQL (and, with three, on the holder's streams and on the others')."""
+    figures: Figures = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend, workers in (("sqlite", 1), ("postgresql", 1), ("postgresql", 3)):
+            label = label_of(backend, workers)
+            url = new_database(server.url()) if backend == "postgresql" else ""
+            try:
+                dbs = [url] * workers if url else [str(Path(tmp) / "g.db")]
+                got = await stream_latency(dbs, streams, asks)
+            finally:
+                if url:
+                    drop_database(server.url(), url)
+            parts = [(label, got.every)]
+            if workers > 1:
+                parts += [(f"{label}, holder's", got.holder), (f"{label}, others'", got.others)]
+            for name, samples in parts:
+                figures[f"{name}: p50 ms"] = pct(samples, 50) * 1000
+                figures[f"{name}: p99 ms"] = pct(samples, 99) * 1000
+    return figures
+
+
+# --- failover ----------------------------------------------------------------------------
+
+
+async def taken_after(survivors: Sequence[Gateway], epoch: int, killed_at: float) -> float:
+    """Seconds from ``killed_at`` (wall) to the first log line of a survivor taking a newer
+    lease of the agent (the line's own time)."""
+    while True:
+        newer = [at for g in survivors for at, e in g.follows() if e > epoch]
+        if newer:
+            return min(newer) - killed_at
+        await asyncio.sleep(0.02)
+
+
+async def failover_round(
+    http: aiohttp.ClientSession,
+    workers: list[Gateway],
+    conv: ConversationHandle,
+    n: int,
+    within: float,
+) -> tuple[float, float, Gateway]:
+    """Kill -9 the holder; seconds to the lease taken, and to the ask heard on the others'
+    streams. Returns them and the killed worker."""
+    found = holder(workers)
+    if found is None:
+        raise RuntimeError("no worker's log says it follows the agent")
+    old, epoch = found
+    survivors = [g for g in workers if g is not old]
+    watches = [Watch(await http.get(g.base + "/api/v1/events")) for g in survivors]
+    try:
+        await conv.ask(kind="permission", id=f"pre{n}", title="Before?", options=PERMISSION)
+        async with asyncio.timeout(30):  # the streams are live before the kill
+            for watch in watches:
+                await watch.heard(f"pre{n}")
+        killed_wall, killed = time.time(), time.perf_counter()
+        old.proc.kill()
+        await conv.ask(kind="permission", id=f"post{n}", title="After?", options=PERMISSION)
+        async with asyncio.timeout(within):
+            taken = await taken_after(survivors, epoch, killed_wall)
+            heard = [await watch.heard(f"post{n}") - killed for watch in watches]
+        await old.proc.wait()
+    finally:
+        for watch in watches:
+            await watch.close()
+    return taken, max(heard), old
+
+
+async def failover(server: ThrowawayPostgres, lease: float, kills: int) -> Figures:
+    """Failover after kill -9 of the holder among three PostgreSQL workers, ``kills`` times."""
+    env = {"COLLIE_LEASE_SECONDS": str(lease)}
+    taken: list[float] = []
+    heard: list[float] = []
+    url = new_database(server.url())
+    try:
+        with tempfile.TemporaryDirectory(prefix="wf-", dir="/tmp") as folder:
+            tmp = Path(folder)
+            async with agent_in(tmp) as agent:
+                workers: list[Gateway] = []
+                every: list[Gateway] = []
+                try:
+                    for i in range(3):
+                        workers.append(await start_worker(tmp, url, f"w{i}", env))
+                        every.append(workers[-1])
+                    conv = await agent.open_conversation("failover", title="Failover")
+                    async with aiohttp.ClientSession() as http:
+                        for n in range(kills):
+                            a, b, old = await failover_round(http, workers, conv, n, 4 * lease + 30)
+                            taken.append(a)
+                            heard.append(b)
+                            if n + 1 < kills:  # three workers again for the next round
+                                again = await start_worker(tmp, url, f"w{3 + n}", env)
+                                workers[workers.index(old)] = again
+                                every.append(again)
+                finally:
+                    await stop(every)
+    finally:
+        drop_database(server.url(), url)
+    return spread("failover: lease taken s", taken) | spread("failover: ask heard s", heard)
+
+
+async def sqlite_restart(kills: int) -> Figures:
+    """Kill -9 a SQLite gateway and start it again at once (same file and port): seconds
+    from the kill to ``/healthz`` ready, ``kills`` times."""
+    took: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="wr-", dir="/tmp") as folder:
+        tmp = Path(folder)
+        async with agent_in(tmp) as agent:
+            await agent.open_conversation("restart", title="Restart")
+            db = str(tmp / "g.db")
+            gateway = await start_worker(tmp, db, "s0")
+            try:
+                for n in range(kills):
+                    killed = time.perf_counter()
+                    gateway.proc.kill()
+                    await gateway.proc.wait()
+                    gateway = await spawn(tmp, db, tmp / f"s{n + 1}.log", gateway.port)
+                    took.append(await wait_ready(gateway) - killed)
+            finally:
+                await stop([gateway])
+    return spread("sqlite restart: ready s", took)
+
+
+def spread(label: str, samples: list[float]) -> Figures:
+    """Median, least and most of ``samples``."""
+    return {
+        label: statistics.median(samples),
+        f"{label} min": min(samples),
+        f"{label} max": max(samples),
+    }
+
+
+# --- the run and the report --------------------------------------------------------------
+
+
+async def main(options: argparse.Namespace) -> dict[str, Figures]:
+    results: dict[str, Figures] = {}
+    with ThrowawayPostgres() as server:
+        results["ledger"] = await ledger(server, options.seconds, options.concurrency)
+        results["latency"] = await latencies(server, options.streams, options.asks)
+        results["failover"] = await failover(server, options.lease, options.kills)
+    results["failover"] |= await sqlite_restart(options.kills)
     return results
+
+
+def report(results: dict[str, Figures], options: argparse.Namespace) -> None:
+    rates = results["ledger"]
+    base = rates["sqlite, 1 worker"]
+    heading(
+        f"answers a second through the ledger (take + settle, each a fresh ask; "
+        f"{options.concurrency} in flight a worker, {options.seconds:g} s)"
+    )
+    for label, value in rates.items():
+        beside = "" if value is base else f"  {ratio(value, base)} sqlite"
+        row(label, f"{value:8.0f}/s{beside}")
+
+    lat = results["latency"]
+    heading(
+        f"commit to phone event: {options.streams} streams spread over the workers, "
+        f"{options.asks} asks"
+    )
+    p50, p99 = lat["sqlite, 1 worker: p50 ms"], lat["sqlite, 1 worker: p99 ms"]
+    for name in dict.fromkeys(k.rsplit(": ", 1)[0] for k in lat):
+        a, b = lat[f"{name}: p50 ms"], lat[f"{name}: p99 ms"]
+        beside = "" if name == "sqlite, 1 worker" else f"  ({ratio(a, p50)} / {ratio(b, p99)})"
+        row(name, f"p50 {a:6.1f} ms  p99 {b:6.1f} ms{beside}")
+
+    fail = results["failover"]
+    lease = options.lease
+    heading(
+        f"failover after kill -9 of the holder: 3 postgresql workers, lease {lease:g} s, "
+        f"{options.kills} kills (median, min–max)"
+    )
+    for label, key in (
+        ("lease taken by another worker", "failover: lease taken s"),
+        ("the ask raised after it, heard", "failover: ask heard s"),
+    ):
+        mid, low, high = fail[key], fail[f"{key} min"], fail[f"{key} max"]
+        row(label, f"{mid:5.2f} s = {mid / lease:.2f} × lease  ({low:.2f}–{high:.2f} s)")
+    key = "sqlite restart: ready s"
+    mid, low, high = fail[key], fail[f"{key} min"], fail[f"{key} max"]
+    heard = ratio(fail["failover: ask heard s"], mid)
+    row("sqlite, no failover: restart", f"{mid:5.2f} s  ({low:.2f}–{high:.2f} s) to ready")
+    row("failover's ask heard / restart", heard)
+    print(json.dumps(results))
 
 
 if __name__ == "__main__":
@@ -203,10 +529,9 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=8, help="answers in flight a worker")
     parser.add_argument("--streams", type=int, default=300, help="phones' live streams")
     parser.add_argument("--asks", type=int, default=40, help="asks the agent raises")
+    parser.add_argument("--lease", type=float, default=3.0, help="COLLIE_LEASE_SECONDS (failover)")
+    parser.add_argument("--kills", type=int, default=3, help="holders killed -9, one by one")
     options = parser.parse_args()
-    figures = asyncio.run(main(options.seconds, options.concurrency, options.streams, options.asks))
-    print("answers a second through the ledger (take + settle, each a fresh ask);")
-    print(f"commit to phone event, {options.streams} streams, {options.asks} asks")
-    for label, value in figures.items():
-        print(f"  {label:<34} {value:10.1f}")
-    print(json.dumps(figures))
+    started = time.perf_counter()
+    report(asyncio.run(main(options)), options)
+    print(f"(total {time.perf_counter() - started:.0f} s)")
