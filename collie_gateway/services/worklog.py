@@ -8,8 +8,10 @@ everything an agent's link read goes there, and every worker reads it back in or
   any of them. A screen's ``event_id`` is the last number this worker applied.
 - :class:`SharedLog` writes in order (one queue, batched into transactions) and reads after
   the last number it applied, woken by a ``NOTIFY`` hint or a poll (a lost hint costs at
-  most one poll's wait). Entries whose type starts with ``~`` are an agent link's reads,
-  handed to ``on_record`` (services/following.py); the rest are phone events.
+  most one poll's wait); what it wrote itself right after the last number it applied it
+  applies at once, without reading it back. Entries whose type starts with ``~`` are an
+  agent link's reads, handed to ``on_record`` (services/following.py); the rest are phone
+  events.
 """
 
 from __future__ import annotations
@@ -200,7 +202,16 @@ class SharedLog:
                     continue
                 if done.lost:
                     self.on_lost(done.lost)
-                self._hint.set()  # read it back at once
+                written = [
+                    StoredEvent(seq, r.type, r.data, r.agent, r.epoch, r.words)
+                    for r, seq in zip(batch, done.seqs, strict=True)
+                    if seq is not None
+                ]
+                if written and self.bus is not None and written[0].seq == self.bus._seq + 1:
+                    # Nothing came between: apply them now, without reading them back.
+                    self._apply(written)
+                else:
+                    self._hint.set()  # read it back at once
             self._idle.set()
 
     async def _listener(self) -> None:
@@ -228,20 +239,28 @@ class SharedLog:
                         log.warning("the shared log was pruned past this worker: reset")
                         bus.fell_behind()
                         self.on_gap()
-                    for entry in entries:
-                        if entry.type.startswith("~"):
-                            bus._seq = entry.seq
-                            try:
-                                self.on_record(entry)
-                            except Exception:
-                                log.exception("entry %s of the shared log not applied", entry.seq)
-                        else:
-                            bus.deliver(entry)
+                    self._apply(entries)
                     if len(entries) < 1000:
                         break
             except Exception:
                 log.exception("the shared log was not read; trying again")
                 await asyncio.sleep(1.0)
+
+    def _apply(self, entries: Sequence[StoredEvent]) -> None:
+        """Apply entries in order, each once (the writer may have applied its own)."""
+        assert self.bus is not None  # opened before start
+        bus = self.bus
+        for entry in entries:
+            if entry.seq <= bus._seq:
+                continue
+            if entry.type.startswith("~"):
+                bus._seq = entry.seq
+                try:
+                    self.on_record(entry)
+                except Exception:
+                    log.exception("entry %s of the shared log not applied", entry.seq)
+            else:
+                bus.deliver(entry)
 
     async def _pruner(self) -> None:
         while True:

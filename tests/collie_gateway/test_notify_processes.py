@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -84,8 +86,16 @@ async def test_the_relay_between_a_gateway_and_apns_sees_only_ciphertext(
         assert [e["device"] for e in entries if e["outcome"] == "withdrawn"] == [device]
         alert, background = svc.apns.requests
     for seen in (alert, background):
+        # Outside the ciphertext nothing names the agent, the ask or the pane; inside it, the
+        # record's bytes hold none of the words in the clear. (The ciphertext's base64 is
+        # random text: a short name like "c1" turns up in it by chance.)
+        wrapped: dict[str, Any] = json.loads(seen.body)
+        cipher = base64.b64decode(wrapped["collie"].pop("w"))
+        clear = json.dumps(wrapped).encode()
         for word in (b"Payroll", b"salaries", b"desk", b"a1", b"c1"):
-            assert word not in seen.body, (word, seen.body)
+            assert word not in clear, (word, clear)
+        for word in (b"Payroll", b"salaries", b"Deploy"):
+            assert word not in cipher, (word, seen.body)
     assert alert.headers["apns-push-type"] == "alert"
     assert background.headers["apns-push-type"] == "background"
     shown = app.json(base64.b64decode(alert.json["collie"]["w"]))  # type: ignore[index]
