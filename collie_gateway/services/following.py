@@ -76,6 +76,12 @@ class SyncRec(msgspec.Struct, frozen=True):
     snapshot: SnapRec
 
 
+class HelloRec(msgspec.Struct, frozen=True):
+    """``~hello``: a worker wants the state of these agents (empty: of all)."""
+
+    agents: list[str] = []
+
+
 class WantRec(msgspec.Struct, frozen=True):
     """``~want``: a tap on this ask waits for the holder to send it."""
 
@@ -87,6 +93,7 @@ _snap = msgspec.json.Decoder(SnapRec)
 _event = msgspec.json.Decoder(EventRec)
 _sync = msgspec.json.Decoder(SyncRec)
 _want = msgspec.json.Decoder(WantRec)
+_hello = msgspec.json.Decoder(HelloRec)
 
 Write = Callable[[Record], None]
 RENEWALS: Final = 3  # a lease is renewed this many times in its time
@@ -159,9 +166,10 @@ class Following:
         """Whether this worker holds the lease of an agent (or a duty) now."""
         return name in self.held
 
-    def resync(self) -> None:
-        """Ask the holders for their agents' state (this worker missed entries)."""
-        self.write(Record("~hello", b"{}"))
+    def resync(self, agents: Sequence[str] = ()) -> None:
+        """Ask the holders for the state of ``agents`` (empty: of all), which this worker
+        missed or has not read yet."""
+        self.write(Record("~hello", _encoder.encode(HelloRec(list(agents)))))
 
     def start(self) -> None:
         """Say hello (holders send their agents' state), then keep leases."""
@@ -208,6 +216,12 @@ class Following:
                     self.drop(name, "lease lost")
         wanted = [n for n in (*self.sources, *self.duties) if n not in self.held]
         busy = await self.leases.held_elsewhere(wanted)
+        unread = [n for n in busy if n in self.mirrors and n not in self.held]
+        unread = [n for n in unread if self.mirrors[n].state is LinkState.STARTING]
+        if unread:
+            # Followed elsewhere, yet nothing read of it here: ask again (a round apart),
+            # whatever this worker missed.
+            self.resync(unread)
         for name in wanted:
             if name not in busy:
                 lease = await self.leases.take(name)
@@ -254,7 +268,7 @@ class Following:
         """Apply one link entry of the log, in order."""
         kind, name = entry.type, entry.agent
         if kind == "~hello":
-            self._sync_all()
+            self._sync(_hello.decode(entry.data).agents)
             return
         if name is None or name not in self.mirrors:
             return
@@ -305,9 +319,12 @@ class Following:
             router.link_changed(mirror)
             router.snapshot_taken(mirror)
 
-    def _sync_all(self) -> None:
-        """A worker started: the state of every agent this worker follows, for it."""
+    def _sync(self, agents: Sequence[str]) -> None:
+        """A worker started (or missed entries): the state of ``agents`` (empty: every
+        agent) this worker follows, for it."""
         for name, lease in self.held.items():
+            if agents and name not in agents:
+                continue
             mirror = self.mirrors.get(name)
             if mirror is None or name not in self.links:
                 continue
