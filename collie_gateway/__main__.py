@@ -12,6 +12,7 @@ import errno
 import gc
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -348,22 +349,13 @@ def push_options_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
             options["push_ttl"] = -1.0
         if not 0 <= options["push_ttl"] <= 28 * 86400:
             raise ConfigError(f"COLLIE_PUSH_TTL is seconds, 0 to 2419200 (28 days): {ttl!r}")
-    interval = environ.get("COLLIE_RESEND_INTERVAL")
-    if interval:
-        try:
-            options["resend_interval"] = float(interval)
-        except ValueError:
-            options["resend_interval"] = 0.0
-        if not 0.1 <= options["resend_interval"] <= 3600:
-            raise ConfigError(f"COLLIE_RESEND_INTERVAL is seconds, 0.1 to 3600: {interval!r}")
-    lease = environ.get("COLLIE_LEASE_SECONDS")
-    if lease:
-        try:
-            options["lease_seconds"] = float(lease)
-        except ValueError:
-            options["lease_seconds"] = 0.0
-        if not 0.5 <= options["lease_seconds"] <= 600:
-            raise ConfigError(f"COLLIE_LEASE_SECONDS is seconds, 0.5 to 600: {lease!r}")
+    for name, field, low, high in (
+        ("COLLIE_RESEND_INTERVAL", "resend_interval", 0.1, 3600.0),
+        ("COLLIE_LEASE_SECONDS", "lease_seconds", 0.5, 600.0),
+    ):
+        value = environ.get(name)
+        if value:
+            options[field] = _seconds(name, value, low, high)
     env = environ.get("COLLIE_APNS_ENVIRONMENT")
     if env:
         if env not in ("production", "sandbox"):
@@ -385,6 +377,21 @@ def phone_languages(strings: Path | None, lang: str) -> Catalogues:
         known = ", ".join(found.languages)
         raise ValueError(f"--lang {lang}: no catalogue in that language (known: {known})")
     return Catalogues.from_file(strings, default) if strings else Catalogues.load(default)
+
+
+def _seconds(name: str, value: str, low: float, high: float) -> float:
+    """``value`` of the variable ``name`` as seconds from ``low`` to ``high``.
+
+    Raises:
+        ConfigError: not a number in the range.
+    """
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not low <= seconds <= high:
+        raise ConfigError(f"{name} is seconds, {low:g} to {high:g}: {value!r}")
+    return seconds
 
 
 def _db_arg(value: str) -> Path | str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 import re
 import socket
@@ -35,7 +34,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from collie_gateway.services.pushing import RESOLVED
-from fixtures.agents.harness import SampleAgent, short_dir
+from fixtures.agents.harness import short_dir
 from push import PushLimiter, Quiet
 from push.limits import PER_AGENT_PER_MINUTE, PER_PANE_PER_MINUTE
 from tests.collie_gateway.conftest import eventually
@@ -45,8 +44,10 @@ from tests.collie_gateway.test_workers_pg import (
     ANSWER_PATH,
     TAP,
     WORKERS,
+    HeldScene,
     desk_scene,
     frames,
+    held_scene,
     ledger,
     write_sources,
 )
@@ -436,43 +437,14 @@ async def test_workers_a_phone_resumes_on_another_worker_after_a_kill_with_no_ev
 # --- 3. T1: the lease holder killed in the middle of an answer -----------------------------
 
 
-@dataclass
-class HeldLease:
-    url: str
-    agent: SampleAgent
-    workers: list[GatewayProcess]
-    release: Path
-    acts_log: Path
-
-    def acts(self) -> list[dict[str, Any]]:
-        if not self.acts_log.exists():
-            return []
-        return [json.loads(line) for line in self.acts_log.read_text().splitlines() if line]
-
-
 @contextlib.asynccontextmanager
-async def held_lease(url: str, hold: str) -> AsyncIterator[HeldLease]:
+async def held_lease(url: str, hold: str) -> AsyncIterator[HeldScene]:
     """The ``held`` sample agent (its reply held until ``go`` appears) and three lease
     workers for it (started)."""
-    with short_dir() as tmp:
-        release, acts_log, sock = tmp / "go", tmp / "acts.jsonl", tmp / "held.sock"
-        agent = SampleAgent(
-            "held",
-            state=tmp / "held.db",
-            socket=sock,
-            args=["--acts", str(acts_log), "--release", str(release), "--hold", hold],
-        )
-        write_sources(tmp, "held", sock)
-        gateways = lease_workers(tmp, url)
-        try:
-            await agent.start()
-            await start_all(gateways)
-            yield HeldLease(url, agent, gateways, release, acts_log)
-        finally:
-            release.touch()
-            for gateway in gateways:
-                await gateway.stop()
-            await agent.stop()
+    async with held_scene(url, hold, lease_workers) as s:
+        await s.agent.start()
+        await start_all(s.workers)
+        yield s
 
 
 async def answer(worker: GatewayProcess, body: object) -> tuple[int, Any]:
