@@ -87,10 +87,10 @@ class Worker:
             {"origin": self.origin, "registrationId": self.registration, "data": data},
         )
 
-    async def shown(self, count: int) -> list[dict[str, Any]]:
+    async def shown(self, count: int, within: float = 15.0) -> list[dict[str, Any]]:
         """The notifications, once ``count`` show (polled, 15 s at most: a loaded machine)."""
         notes: list[dict[str, Any]] = []
-        for _ in range(300):
+        for _ in range(int(within / 0.05)):
             notes = await self.page.evaluate(NOTIFICATIONS)
             if len(notes) == count:
                 return notes
@@ -190,9 +190,19 @@ async def test_a_withdrawal_closes_only_its_own_ask(worker: Worker) -> None:
 async def test_what_is_not_a_collie_push_shows_nothing_of_ours(worker: Worker) -> None:
     for data in ("not json", json.dumps({"v": 2, "tag": "x", "title": "t"}), "[]"):
         await worker.push_raw(data)
-    await worker.push(ask(1))
-    [note] = await worker.shown(1)
+    # On a loaded machine the DevTools path may lose a push right after the worker threw on
+    # the ones before (the browser restarts it): the ask is delivered again, as a push
+    # service retries; one tag, so it still shows once.
+    for attempt in range(3):
+        await worker.push(ask(1))
+        try:
+            [note] = await worker.shown(1, within=5.0 if attempt < 2 else 15.0)
+            break
+        except AssertionError:
+            if attempt == 2:
+                raise
     assert note["data"]["ask"] == "a1"
+    assert len(await worker.page.evaluate(NOTIFICATIONS)) == 1  # nothing of the others
 
 
 async def test_the_page_installs_registers_its_worker_and_shows_a_push(tmp_path: Path) -> None:
