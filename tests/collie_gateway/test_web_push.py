@@ -87,15 +87,36 @@ class Worker:
             {"origin": self.origin, "registrationId": self.registration, "data": data},
         )
 
-    async def shown(self, count: int, within: float = 15.0) -> list[dict[str, Any]]:
-        """The notifications, once ``count`` show (polled, 15 s at most: a loaded machine)."""
+    async def shown(
+        self, count: int, within: float = 15.0, asks: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The notifications, once ``count`` show (of ``asks``, sorted, if given; polled, 15 s
+        at most: a loaded machine)."""
         notes: list[dict[str, Any]] = []
         for _ in range(int(within / 0.05)):
             notes = await self.page.evaluate(NOTIFICATIONS)
-            if len(notes) == count:
+            if len(notes) == count and (
+                asks is None or sorted(n["data"]["ask"] for n in notes) == asks
+            ):
                 return notes
             await asyncio.sleep(0.05)
-        raise AssertionError(f"{len(notes)} notifications, not {count}: {notes}")
+        raise AssertionError(f"{len(notes)} notifications, not {count} {asks or ''}: {notes}")
+
+    async def deliver(
+        self, note: Notification | Withdrawal, count: int, asks: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Push ``note`` until ``count`` notifications show (see ``shown``). On a loaded
+        machine the DevTools path may lose a push (the browser restarts a worker it stopped):
+        it is delivered again, up to three times, as a push service retries; a notification
+        has one tag per pane, so a second delivery still shows once."""
+        for attempt in range(3):
+            await self.push(note)
+            try:
+                return await self.shown(count, within=5.0 if attempt < 2 else 15.0, asks=asks)
+            except AssertionError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
 
 async def attach(page: Page, cdp: CDPSession, origin: str) -> Worker:
@@ -159,48 +180,32 @@ async def worker() -> AsyncIterator[Worker]:
 
 
 async def test_an_ask_shows_and_its_withdrawal_closes_it(worker: Worker) -> None:
-    await worker.push(ask(1))
-    [note] = await worker.shown(1)
+    [note] = await worker.deliver(ask(1), 1)
     assert note["title"] == "Permission needed in Deploy"
     assert note["body"] == "Run step 1?\nmake deploy"
     assert note["data"] == {
         "type": "ask", "machine": "m1", "agent": "desk", "conversation": "c1", "ask": "a1",
     }  # fmt: skip
-    await worker.push(Withdrawal.of(ask(1)))
-    assert await worker.shown(0) == []
+    assert await worker.deliver(Withdrawal.of(ask(1)), 0) == []
 
 
 async def test_a_withdrawal_closes_only_its_own_ask(worker: Worker) -> None:
-    await worker.push(ask(1))
-    await worker.shown(1)
-    await worker.push(ask(9, pane="c2"))
-    await worker.shown(2)
-    await worker.push(ask(2))  # the same pane: replaces ask 1's notification (one tag)
-    await asyncio.sleep(0.2)
-    notes = await worker.shown(2)
-    assert sorted(n["data"]["ask"] for n in notes) == ["a2", "a9"]
+    await worker.deliver(ask(1), 1)
+    await worker.deliver(ask(9, pane="c2"), 2)
+    # the same pane: replaces ask 1's notification (one tag)
+    await worker.deliver(ask(2), 2, asks=["a2", "a9"])
     await worker.push(Withdrawal.of(ask(1)))  # ask 1 no longer shows: nothing closes
     await asyncio.sleep(0.3)
     assert len(await worker.shown(2)) == 2
-    await worker.push(Withdrawal.of(ask(2)))
-    [left] = await worker.shown(1)
+    [left] = await worker.deliver(Withdrawal.of(ask(2)), 1)
     assert left["data"]["ask"] == "a9"
 
 
 async def test_what_is_not_a_collie_push_shows_nothing_of_ours(worker: Worker) -> None:
     for data in ("not json", json.dumps({"v": 2, "tag": "x", "title": "t"}), "[]"):
         await worker.push_raw(data)
-    # On a loaded machine the DevTools path may lose a push right after the worker threw on
-    # the ones before (the browser restarts it): the ask is delivered again, as a push
-    # service retries; one tag, so it still shows once.
-    for attempt in range(3):
-        await worker.push(ask(1))
-        try:
-            [note] = await worker.shown(1, within=5.0 if attempt < 2 else 15.0)
-            break
-        except AssertionError:
-            if attempt == 2:
-                raise
+    # the worker threw on the ones before; the browser may restart it (see ``deliver``)
+    [note] = await worker.deliver(ask(1), 1)
     assert note["data"]["ask"] == "a1"
     assert len(await worker.page.evaluate(NOTIFICATIONS)) == 1  # nothing of the others
 
@@ -236,8 +241,7 @@ async def test_the_page_installs_registers_its_worker_and_shows_a_push(tmp_path:
                 "Notifications could not be turned on.", timeout=20_000
             )
             worker = await attach(page, cdp, origin)
-            await worker.push(ask(1))
-            [note] = await worker.shown(1)
+            [note] = await worker.deliver(ask(1), 1)
             assert note["title"] == "Permission needed in Deploy"
             assert not [e for e in errors if "Content Security Policy" in e], errors
     finally:
