@@ -652,9 +652,10 @@ class Pushing:
         settle: tuple[str, float, str] | None = None,
         owe: Owe | None = None,
     ) -> None:
-        log.info("push %s/%s: %s (%s)", agent, ask.id, outcome, reason)
         entry = self._entry(agent, ask, None, outcome, reason)
         await self._write_log(entry, settle=settle, owe=owe)
+        # After the store has it: a worker killed mid-decision never logs one it did not make.
+        log.info("push %s/%s: %s (%s)", agent, ask.id, outcome, reason)
 
     async def _write_log(
         self,

@@ -242,8 +242,9 @@ async def _count_streams(rig: Rig, ending: Handler, window: float) -> tuple[int,
         return resp
 
     sock = rig.tmp / "q.sock"
-    timing = LinkTiming(connect=1.0, request=2.0, stream_read=5.0, backoff_first=0.2,
-                        backoff_cap=5.0)
+    timing = LinkTiming(
+        connect=1.0, request=2.0, stream_read=5.0, backoff_first=0.2, backoff_cap=5.0
+    )
     async with raw_agent(scripted(events=events), sock):
         client, gw = await rig.gateway([Source(name="q", socket=sock)], timing=timing)
         await eventually(lambda: calls["events"] >= 1)

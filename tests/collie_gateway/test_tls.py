@@ -101,4 +101,3 @@ async def test_a_phone_pins_the_links_fingerprint(
         async for other_port in _serve(other):
             with pytest.raises(aiohttp.ServerFingerprintMismatch):
                 await session.get(f"https://127.0.0.1:{other_port}/healthz", ssl=pin)
-

@@ -155,4 +155,3 @@ def fcm_device(id: str = "dev-android", *, key: bytes | None = None) -> Device:
         registered_at=T0 - 86_400,
         key=key,
     )
-

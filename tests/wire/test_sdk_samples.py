@@ -253,9 +253,7 @@ async def test_desk_ask_me_something_raises_one_ask_of_each_kind(desk: SampleAge
     c = Client(desk.address)
     try:
         choice = {"request_id": "r2", "version": 1, "answer": {"option": "blue"}}
-        assert (await c.post(f"/asks/{first}-choice/reply", choice)).body == {
-            "outcome": "accepted"
-        }
+        assert (await c.post(f"/asks/{first}-choice/reply", choice)).body == {"outcome": "accepted"}
         items = await _until_notice(c, first, "Which colour? answered: blue")
         texts = [i.get("text") for i in items]
         assert texts.count("What name? answered: Rex") == 1, "a follow-up added twice"
