@@ -111,6 +111,11 @@ def _set_link(mirror: AgentMirror, rec: LinkRec) -> None:
     mirror.unauthorized, mirror.hello, mirror.wire = rec.unauthorized, rec.hello, rec.wire
 
 
+def _set_snapshot(mirror: AgentMirror, rec: SnapRec) -> None:
+    mirror.replace_all(rec.conversations)
+    mirror.last_event_id = rec.last_event_id
+
+
 class RecordListener:
     """The holder's link listener: what the link reads goes to the shared log, fenced."""
 
@@ -307,15 +312,12 @@ class Following:
             _set_link(mirror, _link.decode(data))
             router.link_changed(mirror)
         elif kind == "~snapshot":
-            snap = _snap.decode(data)
-            mirror.replace_all(snap.conversations)
-            mirror.last_event_id = snap.last_event_id
+            _set_snapshot(mirror, _snap.decode(data))
             router.snapshot_taken(mirror)
         elif kind == "~sync" and not own:
             sync = _sync.decode(data)
             _set_link(mirror, sync.link)
-            mirror.replace_all(sync.snapshot.conversations)
-            mirror.last_event_id = sync.snapshot.last_event_id
+            _set_snapshot(mirror, sync.snapshot)
             router.link_changed(mirror)
             router.snapshot_taken(mirror)
 

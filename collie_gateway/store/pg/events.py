@@ -25,13 +25,9 @@ from typing import Final
 import psycopg
 
 from collie_gateway.store.pg.database import Conn, PgDatabase
+from collie_gateway.store.pg.leases import live
 
 CHANNEL: Final = "collie_events"
-
-_LIVE = (
-    "SELECT agent, epoch FROM leases WHERE (agent, epoch) IN (SELECT * FROM unnest(%s::text[],"
-    " %s::bigint[])) AND expires_at > clock_timestamp() FOR SHARE"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,13 +67,7 @@ async def append_many(conn: Conn, records: Sequence[Record]) -> Appended:
     """Number and keep ``records`` in the caller's transaction, in order; an entry fenced by
     a lease epoch that is not live is dropped (and its agent reported lost)."""
     fenced = {(r.agent, r.epoch) for r in records if r.agent is not None and r.epoch is not None}
-    lost: set[tuple[str, int]] = set()
-    if fenced:
-        agents = [a for a, _ in fenced]
-        epochs = [e for _, e in fenced]
-        cur = await conn.execute(_LIVE, (agents, epochs))
-        live = {(str(a), int(e)) for a, e in await cur.fetchall()}
-        lost = {(str(a), int(e)) for a, e in fenced} - live
+    lost = fenced - await live(conn, fenced)
     kept = [
         r for r in records if r.agent is None or r.epoch is None or (r.agent, r.epoch) not in lost
     ]

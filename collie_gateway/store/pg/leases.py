@@ -11,7 +11,7 @@ its lease (paused, cut off) cannot write as its holder. ``services/following.py`
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
 from collie_gateway.errors import StoreError
@@ -24,14 +24,20 @@ _TAKE = (
     " expires_at = excluded.expires_at WHERE leases.expires_at <= clock_timestamp()"
     " RETURNING epoch"
 )
-_RENEW = (
-    "UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => %s)"
-    " WHERE agent = %s AND holder = %s AND epoch = %s AND expires_at > clock_timestamp()"
-)
 _LIVE = (
-    "SELECT 1 FROM leases WHERE agent = %s AND epoch = %s AND expires_at > clock_timestamp()"
-    " FOR SHARE"
+    "SELECT agent, epoch FROM leases WHERE (agent, epoch) IN (SELECT * FROM unnest(%s::text[],"
+    " %s::bigint[])) AND expires_at > clock_timestamp() FOR SHARE"
 )
+
+
+async def live(conn: Conn, held: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+    """Which of these (agent, epoch) leases are live now, in the caller's transaction; their
+    rows are held to its end, so none of them can be taken before it commits."""
+    pairs = list(held)
+    if not pairs:
+        return set()
+    cur = await conn.execute(_LIVE, ([a for a, _ in pairs], [e for _, e in pairs]))
+    return {(str(a), int(e)) for a, e in await cur.fetchall()}
 
 
 class StaleEpoch(StoreError):
@@ -64,9 +70,7 @@ class Leases:
 
     async def renew(self, lease: Lease) -> bool:
         """Extend a lease still held; False: it expired or was taken (drop the agent now)."""
-        async with self.db.transaction() as conn:
-            cur = await conn.execute(_RENEW, (self.seconds, lease.agent, lease.holder, lease.epoch))
-            return cur.rowcount == 1
+        return lease.agent in await self.renew_all([lease])
 
     async def renew_all(self, leases: list[Lease]) -> set[str]:
         """Extend every lease still held, in one statement; the agents whose lease was."""
@@ -110,7 +114,6 @@ class Leases:
             StaleEpoch: the lease expired or another worker took it; nothing is written.
         """
         async with self.db.transaction() as conn:
-            cur = await conn.execute(_LIVE, (lease.agent, lease.epoch))
-            if await cur.fetchone() is None:
+            if not await live(conn, [(lease.agent, lease.epoch)]):
                 raise StaleEpoch(f"agent {lease.agent}: epoch {lease.epoch} no longer holds")
             yield conn

@@ -20,7 +20,8 @@ from collie_gateway.store.mirrors import (
     MirrorBatch,
     MirrorBatches,
 )
-from collie_gateway.store.pg.database import PgDatabase, pg
+from collie_gateway.store.pg.database import Conn, PgDatabase, pg
+from collie_gateway.store.pg.leases import live as live_leases
 
 _PUT = (
     "INSERT INTO conversations(agent, id, body) VALUES (%s, %s, %s)"
@@ -51,7 +52,7 @@ class PgMirrorsRepo(MirrorBatches):
     async def _write(self, batch: MirrorBatch) -> None:
         async with self.db.transaction() as conn, conn.cursor() as cur:
             if self.fence is not None:
-                batch = await self._fenced(cur, batch, self.fence)
+                batch = await self._fenced(conn, batch, self.fence)
             if batch.agents:
                 await cur.executemany(pg(UPSERT_AGENT), batch.agents)
             if batch.wipe:
@@ -62,7 +63,7 @@ class PgMirrorsRepo(MirrorBatches):
                 await cur.executemany(_PUT, batch.puts)
 
     async def _fenced(
-        self, cur: psycopg.AsyncCursor[Any], batch: MirrorBatch, fence: Callable[[str], int | None]
+        self, conn: Conn, batch: MirrorBatch, fence: Callable[[str], int | None]
     ) -> MirrorBatch:
         """The batch without the rows of agents whose lease this worker does not hold now
         (checked in the flush's transaction; the lease rows held to its end)."""
@@ -70,14 +71,7 @@ class PgMirrorsRepo(MirrorBatches):
         names |= {agent for agent, _ in batch.deletes} | {agent for agent, _, _ in batch.puts}
         epochs = {name: fence(name) for name in names}
         held = [(name, epoch) for name, epoch in epochs.items() if epoch is not None]
-        live: set[str] = set()
-        if held:
-            await cur.execute(
-                "SELECT agent FROM leases WHERE (agent, epoch) IN (SELECT * FROM"
-                " unnest(%s::text[], %s::bigint[])) AND expires_at > clock_timestamp() FOR SHARE",
-                ([n for n, _ in held], [e for _, e in held]),
-            )
-            live = {str(row[0]) for row in await cur.fetchall()}
+        live = {name for name, _ in await live_leases(conn, held)}
         return MirrorBatch(
             [row for row in batch.agents if row[0] in live],
             [name for name in batch.wipe if name in live],
