@@ -94,6 +94,11 @@ async def test_an_id_of_another_store_or_older_than_the_ring_means_reset(pg_url:
         assert replay is not None
         assert [e.id for e in replay] == seen[3:]
         assert (await a.bus.open(a.bus.boot + "-99999"))[1] is None  # never written
+        # What a foreign phone may send: nothing a worker could number, each a reset.
+        boot = a.bus.boot
+        for wrong in ("garbage", boot, boot + "-", boot + "--3", boot + "-3\x00", boot + "-３",
+                      boot + "-" + "9" * 40, boot + "-3-3", "-3"):  # fmt: skip
+            assert (await a.bus.open(wrong))[1] is None, repr(wrong)
 
 
 async def test_a_phone_ahead_of_this_worker_skips_what_it_saw(pg_url: str) -> None:
