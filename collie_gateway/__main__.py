@@ -32,6 +32,7 @@ from collie_gateway.core.phones import spaced_fingerprint
 from collie_gateway.core.redact import redactor_from_env
 from collie_gateway.errors import ConfigError, GatewayError
 from collie_gateway.http.app import create_app
+from collie_gateway.logmask import mask_logs
 from collie_gateway.services.pushing import VAPID_SUBJECT
 from collie_gateway.services.targets import PushTargets, TargetsFactory
 from collie_gateway.settings import Settings
@@ -555,6 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    mask_logs(redactor_from_env(os.environ).mask)
     try:
         if args.command == "serve":
             check_args(args)

@@ -118,6 +118,7 @@ class Gateway:
             self._member_ask,
             self._member_rows,
             self._member_ask_resolved,
+            mask=self.redact,
         )
         sections = self.crew.sections
         self.rows = Rows(s.sources, self.agents.mirror, s.languages, s.spaces, publish, sections)
@@ -186,7 +187,7 @@ class Gateway:
         spawn, publish = self.tasks.spawn, self.bus.publish
         mirror, rows = MirrorSink(self.mirrors_repo), RowSink(self.rows, publish)
         receipts = ReceiptSink(self.chats, self.ledger.tapped, self.redact, spawn)
-        asks = AskSink(self.pushing, publish, spawn)
+        asks = AskSink(self.pushing, publish, spawn, self.redact)
         answers = AnswerSink(self.answers, self.ledger, spawn)
         chats = ChatSink(self.chats)
         if quiet:

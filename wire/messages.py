@@ -25,9 +25,18 @@ MAX_LABEL: Final = 2000
 MAX_TEXT: Final = 1024 * 1024
 MAX_LIST: Final = 10_000
 
-Id = Annotated[str, Meta(min_length=1, max_length=MAX_ID)]
+# A string the gateway shows or sends as the agent gave it, never masked (X1): ids, the values
+# of open sets, a link's URL. Every other string of a wire struct, at any depth (an argument's
+# value is any JSON), is a text, and every surface that leaves the gateway masks it
+# (collie_gateway/core/texts.py walks these types; wire/SPEC.md "Secrets").
+VERBATIM: Final = {"verbatim": True}
+
+Id = Annotated[str, Meta(min_length=1, max_length=MAX_ID, extra=VERBATIM)]
 Label = Annotated[str, Meta(max_length=MAX_LABEL)]
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]
+# The value of an open set (a kind, a state, a role, an origin): a word of the protocol.
+Kind = Annotated[str, Meta(max_length=MAX_LABEL, extra=VERBATIM)]
+Url = Annotated[str, Meta(max_length=MAX_TEXT, extra=VERBATIM)]
 Count = Annotated[int, Meta(ge=0, le=2**53 - 1)]
 Version = Annotated[int, Meta(ge=0, le=2**53 - 1)]
 Length = Annotated[int, Meta(ge=1, le=2**53 - 1)]
@@ -81,7 +90,7 @@ class Hello(Base, frozen=True, kw_only=True):
     wire: int
     runtime: Label | None = None
     subtitle: Label | None = None
-    features: Annotated[list[Label], Meta(max_length=100)] = []
+    features: Annotated[list[Kind], Meta(max_length=100)] = []
 
     def has(self, feature: str) -> bool:
         """Whether the agent declared ``feature`` (spec G1)."""
@@ -95,7 +104,7 @@ class Step(Base, frozen=True, kw_only=True):
     """One progress step; ``state`` is ``pending``, ``running`` or ``done``."""
 
     label: Label
-    state: Label = "pending"
+    state: Kind = "pending"
 
 
 class Progress(Base, frozen=True, kw_only=True):
@@ -111,7 +120,7 @@ class Button(Base, frozen=True, kw_only=True):
 
     id: Id
     label: Label
-    icon: Label | None = None
+    icon: Kind | None = None
     busy: bool = False
     disabled: bool = False
 
@@ -139,7 +148,7 @@ class Option(Base, frozen=True, kw_only=True):
 
     id: Id
     label: Label
-    role: Label | None = None  # permission: allow | always | deny | cancel
+    role: Kind | None = None  # permission: allow | always | deny | cancel
 
 
 class FormField(Base, frozen=True, kw_only=True):
@@ -155,7 +164,7 @@ class FormField(Base, frozen=True, kw_only=True):
     """
 
     id: Id
-    kind: Label
+    kind: Kind
     label: Label
     required: bool = False
     options: Annotated[list[Option], Meta(max_length=MAX_LIST)] = []
@@ -175,7 +184,7 @@ class Argument(Base, frozen=True, kw_only=True):
 
     name: Label
     value: Any = None
-    origin: Label | None = None
+    origin: Kind | None = None
 
 
 class Ask(Base, frozen=True, kw_only=True):
@@ -206,7 +215,7 @@ class Ask(Base, frozen=True, kw_only=True):
     id: Id
     version: Version = 1
     conversation: Id
-    kind: Label
+    kind: Kind
     title: Label = ""
     text: Text = ""
     tool: ToolRef | None = None
@@ -245,17 +254,17 @@ class Item(Base, frozen=True, kw_only=True):
     """
 
     id: Id
-    kind: Label
+    kind: Kind
     text: Text = ""
     final: bool = True
     at: Time | None = None
     request_id: Id | None = None
-    language: Label | None = None
-    url: Text | None = None
+    language: Kind | None = None
+    url: Url | None = None
     label: Label | None = None
     call_id: Id | None = None
     name: Label | None = None
-    status: Label | None = None
+    status: Kind | None = None
     output: Text | None = None
 
 
@@ -265,7 +274,7 @@ class Conversation(Base, frozen=True, kw_only=True):
     id: Id
     title: Label | None = None
     subtitle: Label | None = None
-    state: Label = "idle"
+    state: Kind = "idle"
     updated_at: Time
     turn: Count = 0
     workspace: Label | None = None
@@ -363,7 +372,7 @@ class AskResolved(Event, frozen=True, kw_only=True, tag="ask.resolved"):
 
     ask_id: Id
     conversation_id: Id
-    how: Label
+    how: Kind
     request_id: Id | None = None
     at: Time
 
@@ -461,14 +470,14 @@ COMMAND_OUTCOMES: Final = ("accepted", "moved_on", "not_found", "refused")
 class ReplyResult(Base, frozen=True, kw_only=True):
     """The outcome of a reply. The same request id always gets the first outcome again."""
 
-    outcome: Label
+    outcome: Kind
     reason: Label | None = None
 
 
 class CommandResult(Base, frozen=True, kw_only=True):
     """The outcome of a command other than a reply."""
 
-    outcome: Label
+    outcome: Kind
     reason: Label | None = None
     conversation_id: Id | None = None
 
@@ -476,7 +485,7 @@ class CommandResult(Base, frozen=True, kw_only=True):
 class ErrorBody(Base, frozen=True, kw_only=True):
     """The body of every 4xx/5xx answer: a machine code and a sentence."""
 
-    error: Label
+    error: Kind
     message: Label = ""
 
 

@@ -31,6 +31,7 @@ import aiohttp
 import msgspec
 
 from collie_gateway.core.reconnect import LinkTiming, Reconnect
+from collie_gateway.core.texts import masked
 from collie_gateway.errors import AgentUnreachable
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.sources import Member
@@ -171,8 +172,12 @@ class MemberLink:
         on_ask: OnAsk,
         save: SaveRows | None = None,
         on_resolved: OnResolved | None = None,
+        mask: Callable[[str], str] | None = None,
     ) -> None:
         self.member = member
+        # A member's asks are masked again here (X1): a member with masking off, or an older
+        # one, never puts a secret on the lead's phones.
+        self._mask = mask
         self._on_resolved = on_resolved
         self._save = save
         self._save_at: asyncio.TimerHandle | None = None
@@ -428,18 +433,29 @@ class MemberLink:
         payload = msgspec.json.decode(data)
         if not isinstance(payload, dict) or "machine" in payload:
             return  # not an object, or from a member's own member
-        if kind == "ask.raised":
-            raised = msgspec.json.decode(data, type=MemberAsk)
-            self._on_ask(self.name, raised.agent, raised.ask, raised.pane, raised.from_snapshot)
-        if kind == "ask.resolved" and self._on_resolved is not None:
-            closed = msgspec.json.decode(data, type=MemberAsk)
-            self._on_resolved(self.name, closed.agent, closed.ask)
+        if kind in ("ask.raised", "ask.resolved"):
+            member_ask = self._masked(msgspec.json.decode(data, type=MemberAsk))
+            payload["ask"] = msgspec.to_builtins(member_ask.ask)
+            if "pane" in payload:
+                payload["pane"] = member_ask.pane
+            if kind == "ask.raised":
+                ask, pane = member_ask.ask, member_ask.pane
+                self._on_ask(self.name, member_ask.agent, ask, pane, member_ask.from_snapshot)
+            elif self._on_resolved is not None:
+                self._on_resolved(self.name, member_ask.agent, member_ask.ask)
         if kind == "chat.changed":
             refusal = self.catalogue["t_older_collie"] if self.refuses_answers else None
             lead_cards(payload, refusal)
         payload = rewrite_urls(payload, self.prefix)
         payload["machine"] = self.name
         self._publish(kind, payload)
+
+    def _masked(self, member_ask: MemberAsk) -> MemberAsk:
+        if self._mask is None:
+            return member_ask
+        pane = self._mask(member_ask.pane) if member_ask.pane else member_ask.pane
+        ask = masked(member_ask.ask, self._mask)
+        return msgspec.structs.replace(member_ask, ask=ask, pane=pane)
 
     # --- the lead's view of the member ---------------------------------------------------
 
@@ -518,9 +534,10 @@ class Crew:
         on_ask: OnAsk,
         save: SaveRows | None = None,
         on_resolved: OnResolved | None = None,
+        mask: Callable[[str], str] | None = None,
     ) -> None:
         self.links: dict[str, MemberLink] = {
-            m.name: MemberLink(m, catalogue, timing, publish, on_ask, save, on_resolved)
+            m.name: MemberLink(m, catalogue, timing, publish, on_ask, save, on_resolved, mask)
             for m in members
         }
 

@@ -22,6 +22,7 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from collie_gateway.core.push_plan import Facts, Plan, decide
+from collie_gateway.core.texts import masked
 from collie_gateway.services.notify import Health, OwedWebhooks, Withdrawals, withdrawal_note
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.targets import PushTargets, TargetsFactory
@@ -54,7 +55,7 @@ from push import (
     vapid,
     webhook_id,
 )
-from wire.messages import Ask, Option
+from wire.messages import Ask
 
 Clock = Callable[[], datetime]
 
@@ -469,7 +470,9 @@ class Pushing:
             return ManyAsksNotification(
                 machine=machine, agent=agent, host=plan.summary.host, push_id=key
             )
-        # Masked before it is cut (X1): a token cut in half is no longer recognised.
+        # Every text of the ask masked (X1, core/texts.py), then masked again as the payload
+        # cleans and cuts it: a token cut in half is no longer recognised.
+        ask = masked(ask, self.redact)
         pane_name = clean(pane or agent, TITLE_LIMIT, redact=self.redact).text
         return AskNotification(
             machine=machine,
@@ -617,9 +620,8 @@ class Pushing:
     async def _webhook(
         self, hook: WebhookTarget, key: str, agent: str, ask: Ask, pane: str | None
     ) -> None:
-        # Every text of the ask leaves the machine masked (X1): option labels, form field
-        # labels and the labels of a select's options too.
-        shown = masked_ask(ask, self.redact)
+        # Every text of the ask leaves the machine masked (X1, core/texts.py), at any depth.
+        shown = masked(ask, self.redact)
         # The keys stay English; ``text`` adds Collie's words in the default language (P2).
         cat = self.config.languages.default
         pane_name = clean(pane or agent, TITLE_LIMIT, redact=self.redact).text
@@ -710,25 +712,3 @@ async def _vapid_key(notify: NotifyStore) -> ec.EllipticCurvePrivateKey:
     key = vapid.generate()
     await notify.kv.put(VAPID_KEY, vapid.to_pem(key))
     return key
-
-
-def masked_ask(ask: Ask, mask: Callable[[str], str]) -> Ask:
-    """The ask with every text masked (X1), as a webhook sends it."""
-    return msgspec.structs.replace(
-        ask,
-        title=mask(ask.title),
-        text=mask(ask.text),
-        push_title=mask(ask.push_title) if ask.push_title else None,
-        push_line=mask(ask.push_line) if ask.push_line else None,
-        options=[_masked_option(o, mask) for o in ask.options],
-        fields=[
-            msgspec.structs.replace(
-                f, label=mask(f.label), options=[_masked_option(o, mask) for o in f.options]
-            )
-            for f in ask.fields
-        ],
-    )
-
-
-def _masked_option(option: Option, mask: Callable[[str], str]) -> Option:
-    return msgspec.structs.replace(option, label=mask(option.label))
