@@ -65,6 +65,8 @@ _JSON: st.SearchStrategy[Any] = st.recursive(
 
 def strategy(t: mi.Type) -> st.SearchStrategy[Any]:
     """A strategy of values that satisfy ``t`` and its constraints."""
+    if isinstance(t, mi.Metadata):  # VERBATIM strings: their constraints are the type's
+        return strategy(t.type)
     if isinstance(t, mi.StrType):
         return st.text(min_size=t.min_length or 0, max_size=min(t.max_length or _CAP, _CAP))
     if isinstance(t, mi.IntType):
