@@ -1,0 +1,30 @@
+"""The bridge kit: what every bridge shares, so a new one writes only its mapping (peer ⇄ wire).
+
+``lifecycle`` (an ``AgentBridge`` served until SIGINT/SIGTERM, one clean stop), ``cli`` (the
+common options, logging, the main), ``state`` (the bridge's own tables: the only SQL in
+``bridges/``), ``notices`` (the notice items a bridge appends, ``utc``), ``asks`` (typed asks on
+the wire's types). Imports ``wire`` only, never ``collie_gateway``.
+"""
+
+from __future__ import annotations
+
+from bridges.kit import asks
+from bridges.kit.asks import AskDraft
+from bridges.kit.cli import add_common, serve, start_logging
+from bridges.kit.lifecycle import AgentBridge, serve_until_stopped
+from bridges.kit.notices import notice, utc
+from bridges.kit.state import State, Table
+
+__all__ = [
+    "AgentBridge",
+    "AskDraft",
+    "State",
+    "Table",
+    "add_common",
+    "asks",
+    "notice",
+    "serve",
+    "serve_until_stopped",
+    "start_logging",
+    "utc",
+]
