@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bridges.kit import asks
 from bridges.kit.asks import AskDraft
-from bridges.kit.cli import add_common, serve, start_logging
+from bridges.kit.cli import add_common, main, serve, start_logging
 from bridges.kit.lifecycle import AgentBridge, serve_until_stopped
 from bridges.kit.notices import notice, utc
 from bridges.kit.state import State, Table
@@ -22,6 +22,7 @@ __all__ = [
     "Table",
     "add_common",
     "asks",
+    "main",
     "notice",
     "serve",
     "serve_until_stopped",

@@ -8,7 +8,7 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bridges.kit.lifecycle import AgentBridge, serve_until_stopped
@@ -46,3 +46,18 @@ def serve(build: Callable[[], AgentBridge], socket: Path) -> int:
         return asyncio.run(main())
     except KeyboardInterrupt:
         return 0
+
+
+def main(
+    build: Callable[[argparse.Namespace], AgentBridge],
+    argv: Sequence[str] | None = None,
+    *,
+    description: str | None = None,
+) -> int:
+    """The whole ``main`` of a bridge that takes only the common options: parse ``argv``, log,
+    build the bridge from the arguments, serve it until SIGINT or SIGTERM; the exit code."""
+    p = argparse.ArgumentParser(description=description)
+    add_common(p)
+    args = p.parse_args(argv)
+    start_logging(args.verbose)
+    return serve(lambda: build(args), args.socket)
