@@ -51,6 +51,7 @@ from bridges.acp.schema import (
     client_capabilities,
 )
 from bridges.kit import AgentBridge, AskDraft, State, Table, asks, notice, utc
+from bridges.kit.fit import label, safe_id, tool_text
 from wire.agent import Agent, AskHandle, ConversationHandle, ItemHandle, SendMessage
 from wire.errors import LocalWireError
 from wire.messages import Answer, Ask, Hello, Starter, ToolRef
@@ -148,7 +149,7 @@ class Pending:
 def starters_for(cwds: Sequence[str]) -> list[Starter]:
     """One starter per working folder, in order (spec N1)."""
     return [
-        Starter(id=f"folder-{n}", label=mapping.label(Path(cwd).name or cwd), description=cwd)
+        Starter(id=f"folder-{n}", label=label(Path(cwd).name or cwd), description=cwd)
         for n, cwd in enumerate(cwds, start=1)
     ]
 
@@ -258,7 +259,7 @@ class AcpBridge(AgentBridge):
             features.append("reopen")
         name = init.agent_info.name if init.agent_info is not None else "acp"
         self.agent.hello = Hello(
-            wire=self.agent.hello.wire, runtime=mapping.label(name) or "acp", features=features
+            wire=self.agent.hello.wire, runtime=label(name) or "acp", features=features
         )
 
     async def _spawn(self) -> AcpProcess:
@@ -399,7 +400,7 @@ class AcpBridge(AgentBridge):
         proc = await self._ready_process()
         raw = await proc.request("session/new", {"cwd": cwd, "mcpServers": []})
         session_id = msgspec.convert(raw, NewSessionResult).session_id
-        conv = await self.agent.open_conversation(workspace=mapping.label(cwd))
+        conv = await self.agent.open_conversation(workspace=label(cwd))
         await self._save_session(conv.id, session_id, proc.epoch, cwd)
         self.sessions[session_id] = Session(conv.id, session_id, proc.epoch)
         return conv
@@ -485,7 +486,7 @@ class AcpBridge(AgentBridge):
                 return
             except RpcFailed as exc:
                 await self._finish_text(session)
-                await notice(conv, mapping.label(f"The agent failed: {exc}"))
+                await notice(conv, label(f"The agent failed: {exc}"))
                 return
             await self._finish_text(session)
             try:
@@ -573,7 +574,7 @@ class AcpBridge(AgentBridge):
     async def _raise(
         self, proc: AcpProcess, request: Request, conv: ConversationHandle, draft: AskDraft
     ) -> Pending | None:
-        ask_id = mapping.safe_id(f"e{proc.epoch}", request.id)
+        ask_id = safe_id(f"e{proc.epoch}", request.id)
         try:
             handle = await draft.raise_in(conv, id=ask_id)
         except LocalWireError as exc:
@@ -605,11 +606,11 @@ class AcpBridge(AgentBridge):
         await self._finish_text(session)
         tool_item = await self._tool_item(session, conv, params.tool_call)
         options, back = mapping.permission_options(params.options)
-        title = mapping.label(params.tool_call.title or tool_item.item.name or "Allow this?")
+        title = label(params.tool_call.title or tool_item.item.name or "Allow this?")
         draft = asks.permission(
             title,
             options,
-            text=mapping.tool_text(params.tool_call.raw_input),
+            text=tool_text(params.tool_call.raw_input),
             tool=ToolRef(call_id=tool_item.item.call_id or tool_item.id, name=title),
         )
         pending = await self._raise(proc, request, conv, draft)
@@ -657,7 +658,7 @@ class AcpBridge(AgentBridge):
             tool = ToolRef(call_id=item.call_id or item.id, name=item.name or "tool")
         draft = AskDraft(
             kind=form.kind,
-            title=mapping.label(params.message or schema.title or "The agent asks"),
+            title=label(params.message or schema.title or "The agent asks"),
             text=schema.description or "",
             tool=tool,
             options=form.options,
@@ -712,7 +713,7 @@ class AcpBridge(AgentBridge):
             elif kind == "plan":
                 await conv.update(progress=mapping.plan_progress(update.entries or []))
             elif kind == "session_info_update" and update.title is not None:
-                await conv.update(title=mapping.label(update.title) or None)
+                await conv.update(title=label(update.title) or None)
         except LocalWireError as exc:
             log.warning("an update the wire cannot carry (%s): %s", kind, exc)
         except msgspec.ValidationError as exc:
@@ -775,16 +776,16 @@ class AcpBridge(AgentBridge):
             if output is not None:
                 changes["output"] = output
             if call.raw_input is not None:
-                changes["text"] = mapping.tool_text(call.raw_input)
+                changes["text"] = tool_text(call.raw_input)
             if changes:
                 await item.update(**changes)
             return item
-        call_id = mapping.safe_id(f"e{session.epoch}", call.tool_call_id)
+        call_id = safe_id(f"e{session.epoch}", call.tool_call_id)
         item = await conv.append(
             kind="tool",
-            text=mapping.tool_text(call.raw_input),
+            text=tool_text(call.raw_input),
             call_id=call_id,
-            name=mapping.label(call.title or call.kind or "tool") or "tool",
+            name=label(call.title or call.kind or "tool") or "tool",
             status=status or "running",
             output=output,
         )

@@ -3,7 +3,9 @@
 ``lifecycle`` (an ``AgentBridge`` served until SIGINT/SIGTERM, one clean stop), ``cli`` (the
 common options, logging, the main), ``state`` (the bridge's own tables: the only SQL in
 ``bridges/``), ``notices`` (the notice items a bridge appends, ``utc``), ``asks`` (typed asks on
-the wire's types). Imports ``wire`` only, never ``collie_gateway``.
+the wire's types), ``fit`` (a peer's ids and words fitted to the wire's limits). Imports
+``wire`` only, never ``collie_gateway``; ``docs/examples/bridge_minimal.py`` is the smallest
+bridge on it.
 """
 
 from __future__ import annotations

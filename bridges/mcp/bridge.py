@@ -32,8 +32,8 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from msgspec import Struct
 
-from bridges.acp.mapping import label, safe_id, tool_text
 from bridges.kit import AgentBridge, AskDraft, notice, utc
+from bridges.kit.fit import label, safe_id, tool_text
 from bridges.mcp import http, tools
 from wire.agent import (
     Agent,

@@ -32,8 +32,8 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta, Struct
 
-from bridges.acp.mapping import label
 from bridges.kit import AskDraft, asks
+from bridges.kit.fit import label
 from wire.messages import Answer, Argument, FormField, Option
 
 MAX_QUESTION: Final = 2000
