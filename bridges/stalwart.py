@@ -45,21 +45,20 @@ import hmac
 import json
 import logging
 import os
-import signal
-import sqlite3
 import string
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 from urllib.parse import quote
 
 import aiohttp
 from aiohttp import web
 
+from bridges import kit
+from bridges.kit import AskDraft, State, Table, asks, notice
 from wire.agent import (
     Agent,
     Argument,
@@ -138,86 +137,65 @@ class Words:
 # --- where S7 is silent: the shapes this bridge reads and writes ----------------------------
 
 
-def ask_of(interrupt: Mapping[str, Any], words: Words) -> dict[str, Any]:
-    """The wire ask (``conv.ask`` keywords, no id) for a pause (S2 table above)."""
+def ask_of(interrupt: Mapping[str, Any], words: Words) -> AskDraft:
+    """The wire ask (no id yet) for a pause (S2 table above)."""
     kind = str(interrupt.get("kind"))
     tool_name = str(interrupt.get("tool") or "")
     tool = ToolRef(call_id=str(interrupt["id"]), name=tool_name) if tool_name else None
     text = str(interrupt.get("text") or "")
     question = str(interrupt.get("question") or "")
-    arguments = [
-        Argument(
-            name=str(a.get("name", "")),
-            value=a.get("value"),
-            origin=a["origin"] if isinstance(a.get("origin"), str) else None,
-        )
-        for a in _list(interrupt.get("arguments"))
-        if isinstance(a, dict)
-    ]
-    call: dict[str, Any] = {
-        "arguments": arguments,
+    about: asks.About = {
+        "tool": tool,
+        "arguments": [
+            Argument(
+                name=str(a.get("name", "")),
+                value=a.get("value"),
+                origin=a["origin"] if isinstance(a.get("origin"), str) else None,
+            )
+            for a in _list(interrupt.get("arguments"))
+            if isinstance(a, dict)
+        ],
         "reasons": [str(r) for r in _list(interrupt.get("reasons"))],
         "irreversible": interrupt.get("irreversible") is True,
     }
     match kind:
         case "confirm":
             # S1: the tool's own question is the text; the title is S8's.
-            return {
-                "kind": "permission",
-                "title": words.fmt("confirmTitle", tool=tool_name),
-                "text": question if question else text,
-                "tool": tool,
-                "options": [
-                    Option(id="approve", label=words["approve"], role="allow"),
-                    Option(id="skip", label=words["skip"], role="deny"),
-                    Option(id="cancel_all", label=words["cancelAll"], role="cancel"),
-                ],
-                **call,
-            }
+            options = [
+                Option(id="approve", label=words["approve"], role="allow"),
+                Option(id="skip", label=words["skip"], role="deny"),
+                Option(id="cancel_all", label=words["cancelAll"], role="cancel"),
+            ]
+            title = words.fmt("confirmTitle", tool=tool_name)
+            return asks.permission(title, options, text=question or text, **about)
         case "outcome_unknown":
-            return {
-                "kind": "choice",
-                "title": words.fmt("unknownTitle", tool=tool_name),
-                "text": text,
-                "tool": tool,
-                "options": [
-                    Option(id="happened", label=words["happened"]),
-                    Option(id="did_not_happen", label=words["didNotHappen"]),
-                ],
-                **call,
-            }
+            options = [
+                Option(id="happened", label=words["happened"]),
+                Option(id="did_not_happen", label=words["didNotHappen"]),
+            ]
+            title = words.fmt("unknownTitle", tool=tool_name)
+            return asks.choice(title, options, text=text, **about)
         case "saga_stuck":
             left = [str(x) for x in _list(interrupt.get("left_to_undo"))]
             more = f"\n{', '.join(left)}" if left else ""
-            return {
-                "kind": "choice",
-                "title": words.fmt("stuck", tool=tool_name),
-                "text": text + more,
-                "tool": tool,
-                "options": [
-                    Option(id="retry", label=words["retry"]),
-                    Option(id="done_by_hand", label=words["doneByHand"]),
-                    Option(id="abandon", label=words["abandon"]),
-                ],
-                **call,
-            }
+            options = [
+                Option(id="retry", label=words["retry"]),
+                Option(id="done_by_hand", label=words["doneByHand"]),
+                Option(id="abandon", label=words["abandon"]),
+            ]
+            title = words.fmt("stuck", tool=tool_name)
+            return asks.choice(title, options, text=text + more, **about)
         case "ask":
-            return {"kind": "text", "title": question, "text": text, "tool": tool, **call}
+            return asks.text(question, text=text, **about)
         case "delegate":
-            return {
-                "kind": "permission",
-                "title": words["delegateTitle"],
-                "text": text,
-                "tool": tool,
-                "options": [
-                    Option(id="approve", label=words["delegateApprove"], role="allow"),
-                    Option(id="decline", label=words["decline"], role="deny"),
-                ],
-                **call,
-            }
+            options = [
+                Option(id="approve", label=words["delegateApprove"], role="allow"),
+                Option(id="decline", label=words["decline"], role="deny"),
+            ]
+            return asks.permission(words["delegateTitle"], options, text=text, **about)
         case _:
             # A pause this bridge does not know: shown, never answerable from the phone (A7).
-            return {"kind": f"stalwart:{kind}", "title": question, "text": text, "tool": tool}
+            return AskDraft(kind=f"stalwart:{kind}", title=question, text=text, tool=tool)
 
 
 def _list(value: object) -> list[Any]:
@@ -244,22 +222,57 @@ class BadDelivery(Exception):
 
 # --- the bridge's own ledger ------------------------------------------------------------------
 
-_LEDGER: Final = """
-CREATE TABLE IF NOT EXISTS pauses (
-    id TEXT PRIMARY KEY, thread TEXT NOT NULL, kind TEXT NOT NULL, token TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sends (
-    request_id TEXT PRIMARY KEY, thread TEXT NOT NULL, state TEXT NOT NULL,
-    text TEXT NOT NULL DEFAULT '', echoed INTEGER NOT NULL DEFAULT 0,
-    seq INTEGER
-);
-CREATE TABLE IF NOT EXISTS resumes (
-    request_id TEXT PRIMARY KEY, interrupt_id TEXT NOT NULL, token TEXT NOT NULL,
-    decision TEXT NOT NULL, state TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS positions (thread TEXT PRIMARY KEY, last INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS seen (signature TEXT PRIMARY KEY, t INTEGER NOT NULL);
-"""
+
+class Pause(NamedTuple):
+    """A pause shown: its thread, kind and the token shown with it."""
+
+    id: str
+    thread: str
+    kind: str
+    token: str
+
+
+class Send(NamedTuple):
+    """A message sent to a thread, recorded before ``POST /messages``; ``seq`` orders echoes."""
+
+    request_id: str
+    thread: str
+    state: str
+    text: str = ""
+    echoed: int = 0
+    seq: int | None = None
+
+
+class Resume(NamedTuple):
+    """A resume, recorded before ``POST /resume``."""
+
+    request_id: str
+    interrupt_id: str
+    token: str
+    decision: str
+    state: str
+
+
+class Position(NamedTuple):
+    """The last stream event applied for a thread."""
+
+    thread: str
+    last: int
+
+
+class Seen(NamedTuple):
+    """A webhook delivery's signature, and its time (S6's seen-set)."""
+
+    signature: str
+    t: int
+
+
+PAUSES: Final = Table("pauses", Pause)
+SENDS: Final = Table("sends", Send)
+RESUMES: Final = Table("resumes", Resume)
+POSITIONS: Final = Table("positions", Position)
+SEEN: Final = Table("seen", Seen)
+_CALLS: Final[Mapping[str, Table[Any]]] = {"sends": SENDS, "resumes": RESUMES}
 
 
 class Ledger:
@@ -268,105 +281,62 @@ class Ledger:
     webhook deliveries seen (S6's seen-set)."""
 
     def __init__(self, path: Path) -> None:
-        self._db = sqlite3.connect(path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_LEDGER)
+        self._state = State(path, PAUSES, SENDS, RESUMES, POSITIONS, SEEN)
 
     def close(self) -> None:
         """Close the file."""
-        self._db.close()
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        self._state.close()
 
     def pause(self, interrupt_id: str) -> tuple[str, str, str] | None:
         """(thread, kind, token) of a pause shown."""
-        row = self._db.execute(
-            "SELECT thread, kind, token FROM pauses WHERE id = ?", (interrupt_id,)
-        ).fetchone()
-        return None if row is None else (str(row[0]), str(row[1]), str(row[2]))
+        row = self._state.get(PAUSES, interrupt_id)
+        return None if row is None else (row.thread, row.kind, row.token)
 
     def show(self, interrupt_id: str, thread: str, kind: str, token: str) -> None:
         """Record the token shown for a pause."""
-        with self._tx() as db:
-            db.execute(
-                "INSERT INTO pauses VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-                "token = excluded.token, kind = excluded.kind",
-                (interrupt_id, thread, kind, token),
-            )
+        self._state.put(PAUSES, Pause(interrupt_id, thread, kind, token))
 
     def begin(self, table: str, request_id: str, *values: str) -> None:
         """Record a request id before its call (state ``calling``)."""
-        marks = ", ".join("?" * (len(values) + 2))
-        with self._tx() as db:
-            db.execute(
-                f"INSERT OR REPLACE INTO {table} VALUES ({marks})",
-                (request_id, *values, "calling"),
-            )
+        calls = _CALLS[table]
+        self._state.put(calls, calls.row(request_id, *values, "calling"))
 
     def end(self, table: str, request_id: str, state: str) -> None:
-        """How the call ended: ``done``, ``failed`` or ``unknown``."""
-        with self._tx() as db:
-            db.execute(f"UPDATE {table} SET state = ? WHERE request_id = ?", (state, request_id))
+        """How the call (``sends`` or ``resumes``) ended: ``done``, ``failed`` or ``unknown``."""
+        self._state.set(_CALLS[table], request_id, state=state)
 
     def sent(self, request_id: str, thread: str, text: str) -> None:
         """Record a message before ``POST /messages`` (state ``calling``), with its text, so
         that its echo on the stream is told from a message typed in another channel."""
-        with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO sends (request_id, thread, state, text, seq) "
-                "VALUES (?, ?, 'calling', ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM sends))",
-                (request_id, thread, text),
-            )
+        seq = self._state.next(SENDS, "seq")
+        self._state.put(SENDS, Send(request_id, thread, "calling", text, seq=seq))
 
     def echoed(self, thread: str, text: str) -> bool:
         """Whether a message step is the echo of one of ours (then marked, oldest first)."""
-        with self._tx() as db:
-            row = db.execute(
-                "SELECT request_id FROM sends WHERE thread = ? AND text = ? AND echoed = 0 "
-                "ORDER BY seq LIMIT 1",
-                (thread, text),
-            ).fetchone()
-            if row is None:
-                return False
-            db.execute("UPDATE sends SET echoed = 1 WHERE request_id = ?", (row[0],))
-            return True
+        found = self._state.find(SENDS, order="seq", limit=1, thread=thread, text=text, echoed=0)
+        if not found:
+            return False
+        self._state.set(SENDS, found[0].request_id, echoed=1)
+        return True
 
     def uncertain_sends(self) -> list[tuple[str, str]]:
         """(request id, thread) of messages whose call never ended: the bridge stopped."""
-        rows = self._db.execute(
-            "SELECT request_id, thread FROM sends WHERE state = 'calling'"
-        ).fetchall()
-        return [(str(r), str(t)) for r, t in rows]
+        return [(r.request_id, r.thread) for r in self._state.find(SENDS, state="calling")]
 
     def position(self, thread: str) -> int:
         """The last stream event applied for ``thread``."""
-        row = self._db.execute("SELECT last FROM positions WHERE thread = ?", (thread,)).fetchone()
-        return 0 if row is None else int(row[0])
+        row = self._state.get(POSITIONS, thread)
+        return 0 if row is None else row.last
 
     def move(self, thread: str, last: int) -> None:
         """Record the last stream event applied."""
-        with self._tx() as db:
-            db.execute(
-                "INSERT INTO positions VALUES (?, ?) ON CONFLICT (thread) DO UPDATE SET "
-                "last = excluded.last",
-                (thread, last),
-            )
+        self._state.put(POSITIONS, Position(thread, last))
 
     def first_seen(self, signature: str, t: int, now: float) -> bool:
         """Record a delivery's signature; False when it was seen before. Signatures older
         than the window are forgotten: their age refuses them anyway."""
-        with self._tx() as db:
-            db.execute("DELETE FROM seen WHERE t < ?", (int(now) - 2 * TOLERANCE,))
-            cur = db.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (signature, t))
-            return cur.rowcount == 1
+        self._state.drop_below(SEEN, "t", int(now) - 2 * TOLERANCE)
+        return self._state.add(SEEN, Seen(signature, t))
 
 
 # --- the bridge -------------------------------------------------------------------------------
@@ -384,13 +354,17 @@ class StalwartConfig:
     webhook_secret: bytes | None = None
 
 
-class Bridge:
+class Bridge(kit.AgentBridge):
     """The bridge: ``await bridge.start()``, then serve ``bridge.agent`` (and
     ``bridge.webhook_app()`` when the server posts ``on_interrupt``); ``await bridge.close()``.
 
     ``clock`` is unix seconds (signatures); ``agent_options`` go to the SDK ``Agent``;
-    ``start_timeout`` is how long :meth:`start` waits for ``GET /healthz``.
+    ``start_timeout`` is how long :meth:`start` waits for ``GET /healthz``; ``webhook_port``
+    is where :meth:`serve` takes ``on_interrupt`` webhooks (127.0.0.1).
     """
+
+    protocol = "stalwart"
+    refused = ()  # a server that does not answer fails the start, with its traceback
 
     def __init__(
         self,
@@ -401,7 +375,9 @@ class Bridge:
         clock: Callable[[], float] = time.time,
         agent_options: Mapping[str, Any] | None = None,
         start_timeout: float = 30.0,
+        webhook_port: int | None = None,
     ) -> None:
+        super().__init__()
         self.config = config
         self.start_timeout = start_timeout
         self.state_path = state_path
@@ -409,19 +385,14 @@ class Bridge:
         self.clock = clock
         self.name = "stalwart"
         self._agent_options = dict(agent_options or {})
-        self._agent: Agent | None = None
+        self.webhook_port = webhook_port
+        self._hook: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
         self._streams: aiohttp.ClientSession | None = None
         self._ledger: Ledger | None = None
         self._followers: dict[str, asyncio.Task[None]] = {}
         self._resuming: dict[str, asyncio.Event] = {}
         self._sync_locks: dict[str, asyncio.Lock] = {}
-
-    @property
-    def agent(self) -> Agent:
-        """The wire-v1 agent (after :meth:`start`)."""
-        assert self._agent is not None, "start the bridge first"
-        return self._agent
 
     @property
     def ledger(self) -> Ledger:
@@ -435,7 +406,7 @@ class Bridge:
         assert self._http is not None, "start the bridge first"
         return self._http
 
-    async def start(self) -> Agent:
+    async def start(self) -> None:
         """Read the server's name, start the agent, say what an earlier run left unsure,
         raise again every pause still open (same ids, P3), and follow each thread."""
         headers = {"Authorization": f"Bearer {self.config.token}"} if self.config.token else {}
@@ -470,16 +441,15 @@ class Bridge:
         self._ledger = Ledger(self.state_path.with_name(self.state_path.name + ".stalwart"))
         self.agent.on_message(self._on_message)
         self.agent.on_reply(self._on_reply)
-        await self.agent.start()
+        await super().start()
         for request_id, thread in self.ledger.uncertain_sends():
             conv = await self.agent.conversation(thread)
             if conv is not None and not conv.closed:
-                await conv.append(kind="notice", text=self.words.fmt("notSure", agent=self.name))
+                await notice(conv, self.words.fmt("notSure", agent=self.name))
             self.ledger.end("sends", request_id, "unknown")
         for conv in self.agent.conversations:
             await self.sync(conv.id)
             self._follow(conv.id)
-        return self.agent
 
     async def _healthy(self) -> None:
         """Wait until ``GET /healthz`` answers 200, backing off up to ``start_timeout``.
@@ -502,16 +472,29 @@ class Bridge:
             await asyncio.sleep(pause)
             pause = min(pause * 2, 2.0)
 
+    async def serve(self, socket: Path) -> None:
+        """Serve the wire side on ``socket``, and take webhooks on ``webhook_port`` if set."""
+        await self.serve_unix(socket)
+        if self.webhook_port is not None:
+            self._hook = web.AppRunner(self.webhook_app())
+            await self._hook.setup()
+            await web.TCPSite(self._hook, "127.0.0.1", self.webhook_port).start()
+
+    def ready_line(self, socket: Path) -> str:
+        """``ready SOCKET``: what a supervisor waits for."""
+        return f"ready {socket}"
+
     async def close(self) -> None:
-        """Stop following, close the agent, the session and the ledger."""
+        """Stop taking webhooks and following, close the agent, the session and the ledger."""
+        if self._hook is not None:
+            await self._hook.cleanup()
         for task in self._followers.values():
             task.cancel()
         for task in self._followers.values():
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._followers.clear()
-        if self._agent is not None:
-            await self._agent.close()
+        await super().close()
         for session in (self._http, self._streams):
             if session is not None:
                 await session.close()
@@ -608,16 +591,16 @@ class Bridge:
         before still carries the old token and is refused (S5)."""
         interrupt_id, token = str(interrupt["id"]), str(interrupt["token"])
         kind = str(interrupt.get("kind"))
-        content = ask_of(interrupt, self.words)
+        draft = ask_of(interrupt, self.words)
         known = self.ledger.pause(interrupt_id)
         if known is None or known[2] == token:
             self.ledger.show(interrupt_id, conv.id, kind, token)
-            return await conv.ask(id=interrupt_id, **content)
+            return await draft.raise_in(conv, id=interrupt_id)
         handle = next((h for h in conv.asks if h.id == interrupt_id), None)
         if handle is None:
-            handle = await conv.ask(id=interrupt_id, **content)
+            handle = await draft.raise_in(conv, id=interrupt_id)
         if handle.open:
-            await handle.change(**{k: v for k, v in content.items() if k != "kind"})
+            await draft.change(handle)
         self.ledger.show(interrupt_id, conv.id, kind, token)
         return handle
 
@@ -633,11 +616,11 @@ class Bridge:
             )
         except (aiohttp.ClientError, OSError, TimeoutError):
             self.ledger.end("sends", msg.request_id, "unknown")
-            await conv.append(kind="notice", text=self.words.fmt("notSure", agent=self.name))
+            await notice(conv, self.words.fmt("notSure", agent=self.name))
             return
         self.ledger.end("sends", msg.request_id, "done" if status == 200 else "failed")
         if status != 200:
-            await conv.append(kind="notice", text=self._error(data, status))
+            await notice(conv, self._error(data, status))
             return
         if any(_valid(i) for i in _list(data.get("interrupts"))):
             await self.sync(conv.id)  # read again, never shown from this answer: see sync
@@ -759,14 +742,14 @@ class Bridge:
                 text = f"{self.words['refused']}: {sentence}"
                 if rule:
                     text += f"\n{self.words['rule']}: {rule}"
-                await conv.append(kind="notice", text=text, id=item_id)
+                await notice(conv, text, id=item_id)
             case "rollback":
                 lines = [self.words["rollbackTitle"]]
                 for key, label in (("undone", "undone"), ("not_undone", "notUndoable")):
                     tools = [str(t) for t in _list(step.get(key))]
                     if tools:
                         lines.append(f"{self.words[label]}: {', '.join(tools)}")
-                await conv.append(kind="notice", text="\n".join(lines), id=item_id)
+                await notice(conv, "\n".join(lines), id=item_id)
                 await self.sync(thread, gone="decided")
             case _:
                 pass  # a step this bridge does not show
@@ -841,8 +824,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--url", required=True, help="the stalwart-style server, e.g. http://127.0.0.1:8700"
     )
-    p.add_argument("--socket", type=Path, required=True, help="serve wire v1 on this Unix socket")
-    p.add_argument("--state", type=Path, required=True, help="the bridge's SQLite file")
+    kit.add_common(p, verbose="log the threads' life")
     p.add_argument("--token-env", help="variable holding the server's bearer token")
     p.add_argument("--secret-env", help="variable holding the server's resume secret (S6)")
     p.add_argument("--webhook-secret-env", help="variable holding the on_interrupt secret")
@@ -852,7 +834,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; 0, or 2 for a bad setting (said on stderr)."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    kit.start_logging(args.verbose)
     values: dict[str, bytes | None] = {}
     for option in ("token_env", "secret_env", "webhook_secret_env"):
         name = getattr(args, option)
@@ -877,8 +859,10 @@ def run(args: argparse.Namespace) -> int:
     )
     for path in (args.socket, args.state):
         path.parent.mkdir(parents=True, exist_ok=True)
-    asyncio.run(_serve(config, args.state, args.socket, args.webhook_port, words))
-    return 0
+    return kit.serve(
+        lambda: Bridge(config, state_path=args.state, words=words, webhook_port=args.webhook_port),
+        args.socket,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -888,31 +872,6 @@ def main(argv: list[str] | None = None) -> None:
     )
     add_arguments(p)
     sys.exit(run(p.parse_args(argv)))
-
-
-async def _serve(
-    config: StalwartConfig, state: Path, socket: Path, webhook_port: int | None, words: Words
-) -> None:
-    bridge = Bridge(config, state_path=state, words=words)
-    await bridge.start()
-    runner = await bridge.agent.serve_unix(socket)
-    hook: web.AppRunner | None = None
-    if webhook_port is not None:
-        hook = web.AppRunner(bridge.webhook_app())
-        await hook.setup()
-        await web.TCPSite(hook, "127.0.0.1", webhook_port).start()
-    print("ready", socket, flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        if hook is not None:
-            await hook.cleanup()
-        await runner.close()
-        await bridge.close()
 
 
 if __name__ == "__main__":

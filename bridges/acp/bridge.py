@@ -16,11 +16,10 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
-import aiosqlite
 import msgspec
 
 from bridges.acp import mapping
@@ -51,7 +50,9 @@ from bridges.acp.schema import (
     ToolCallFields,
     client_capabilities,
 )
-from wire.agent import Agent, AgentRunner, AskHandle, ConversationHandle, ItemHandle, SendMessage
+from bridges.kit import AgentBridge, AskDraft, State, Table, asks, notice, utc
+from bridges.kit.fit import label, safe_id, tool_text
+from wire.agent import Agent, AskHandle, ConversationHandle, ItemHandle, SendMessage
 from wire.errors import LocalWireError
 from wire.messages import Answer, Ask, Hello, Starter, ToolRef
 
@@ -81,13 +82,43 @@ OVERSIZED: Final = (
 URL_MODE: Final = "The agent asked to open a web page for input; that is not offered on the phone."
 NOT_READY: Final = "The agent is not running; it is being restarted."
 
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS acp_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS acp_sessions (
-    conversation TEXT PRIMARY KEY, session_id TEXT NOT NULL, epoch INTEGER NOT NULL,
-    cwd TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS acp_asks (ask_id TEXT PRIMARY KEY, state TEXT NOT NULL);
-"""
+
+class Meta(NamedTuple):
+    """A value the bridge keeps (``epoch``: the last process's)."""
+
+    key: str
+    value: str
+
+
+class SessionRow(NamedTuple):
+    """Which ACP session a conversation is, in which process, in which folder."""
+
+    conversation: str
+    session_id: str
+    epoch: int
+    cwd: str
+
+
+class AskState(NamedTuple):
+    """What became of an ask's answer: delivered, undelivered, withdrawn, or how it ended."""
+
+    ask_id: str
+    state: str
+
+
+class SdkAsk(NamedTuple):
+    """An ask as the SDK keeps it in the same file (read only: every ask the bridge raised)."""
+
+    id: str
+    conversation: str
+    data: bytes
+    resolution: bytes | None
+
+
+META: Final = Table("acp_meta", Meta)
+SESSIONS: Final = Table("acp_sessions", SessionRow)
+ASKS: Final = Table("acp_asks", AskState)
+SDK_ASKS: Final = Table("asks", SdkAsk, create=False)
 
 
 @dataclass(eq=False)
@@ -115,19 +146,15 @@ class Pending:
     withdrawn: bool = False
 
 
-def _utc() -> datetime:
-    return datetime.now(UTC)
-
-
 def starters_for(cwds: Sequence[str]) -> list[Starter]:
     """One starter per working folder, in order (spec N1)."""
     return [
-        Starter(id=f"folder-{n}", label=mapping.label(Path(cwd).name or cwd), description=cwd)
+        Starter(id=f"folder-{n}", label=label(Path(cwd).name or cwd), description=cwd)
         for n, cwd in enumerate(cwds, start=1)
     ]
 
 
-class AcpBridge:
+class AcpBridge(AgentBridge):
     """Serve one ACP agent (``command``) as a wire-v1 agent kept in ``state_path``.
 
     Usage::
@@ -139,6 +166,9 @@ class AcpBridge:
         ...
         await bridge.close()
     """
+
+    protocol = "acp"
+    refused = (OSError, RuntimeError)
 
     def __init__(
         self,
@@ -164,14 +194,16 @@ class AcpBridge:
         self.restart_first = restart_first
         self.restart_cap = restart_cap
         self.env = env
-        self.agent = Agent(
-            state_path=state_path,
-            runtime="acp",
-            features=["history", "close", "stop", "progress", "starters"],
-            starters=starters_for(self.cwds),
-            now=now or _utc,
-            ping_interval=ping_interval,
-            answer_check=self._check_answer,
+        super().__init__(
+            Agent(
+                state_path=state_path,
+                runtime="acp",
+                features=["history", "close", "stop", "progress", "starters"],
+                starters=starters_for(self.cwds),
+                now=now or utc,
+                ping_interval=ping_interval,
+                answer_check=self._check_answer,
+            )
         )
         self.agent.on_message(self._on_message)
         self.agent.on_start(self._on_start)
@@ -182,7 +214,7 @@ class AcpBridge:
         self.sessions: dict[str, Session] = {}  # by ACP session id, current process only
         self.pending: dict[tuple[int, RequestId], Pending] = {}
         self.forms: dict[str, tuple[ElicitationSchema, mapping.FormAsk]] = {}
-        self._db: aiosqlite.Connection | None = None
+        self._state: State | None = None
         self._ready = asyncio.Event()
         self._closing = False
         self._loop_task: asyncio.Task[None] | None = None
@@ -197,20 +229,16 @@ class AcpBridge:
             OSError: the command cannot be run.
             RuntimeError: the agent did not initialize (or speaks another ACP version).
         """
-        await self.agent.start()
-        self._db = await aiosqlite.connect(self.state_path, timeout=10.0)
-        await self._db.execute("PRAGMA synchronous=FULL")  # as the SDK's tables
-        await self._db.executescript(_SCHEMA)
-        await self._db.commit()
+        await super().start()
+        # Beside the SDK's tables, in its file: reached off the loop (see State).
+        self._state = await asyncio.to_thread(
+            State, self.state_path, META, SESSIONS, ASKS, SDK_ASKS
+        )
         await self._recover()
         proc = await self._spawn()
         init = await self._initialize(proc)
         self._set_hello(init)
         self._loop_task = asyncio.create_task(self._supervise(proc), name="acp-supervise")
-
-    async def serve_unix(self, path: Path) -> AgentRunner:
-        """Serve the wire side on a Unix socket (0600)."""
-        return await self.agent.serve_unix(path)
 
     async def close(self) -> None:
         """Stop the process and the agent; close the state file."""
@@ -221,9 +249,9 @@ class AcpBridge:
                 await self._loop_task
         if self.process is not None:
             await self.process.stop()
-        await self.agent.close()
-        if self._db is not None:
-            await self._db.close()
+        await super().close()
+        if self._state is not None:
+            await asyncio.to_thread(self._state.close)
 
     def _set_hello(self, init: InitializeResult) -> None:
         features = ["history", "close", "stop", "progress", "starters"]
@@ -231,7 +259,7 @@ class AcpBridge:
             features.append("reopen")
         name = init.agent_info.name if init.agent_info is not None else "acp"
         self.agent.hello = Hello(
-            wire=self.agent.hello.wire, runtime=mapping.label(name) or "acp", features=features
+            wire=self.agent.hello.wire, runtime=label(name) or "acp", features=features
         )
 
     async def _spawn(self) -> AcpProcess:
@@ -305,7 +333,7 @@ class AcpBridge:
                 # ACP's request dies with the process (README, "ACP agents"): say so where
                 # the card was, or the card would just vanish.
                 title = pending.handle.ask.title
-                await self._notice(pending.handle.conversation, ASK_LOST.format(title=title))
+                await notice(pending.handle.conversation, ASK_LOST.format(title=title))
         for session in list(self.sessions.values()):
             if session.epoch != proc.epoch:
                 continue
@@ -318,69 +346,43 @@ class AcpBridge:
     # --- the bridge's own store ----------------------------------------------------------
 
     @property
-    def db(self) -> aiosqlite.Connection:
-        assert self._db is not None, "start() first"
-        return self._db
+    def state(self) -> State:
+        """The bridge's own tables (after :meth:`start`)."""
+        assert self._state is not None, "start() first"
+        return self._state
 
     async def _next_epoch(self) -> int:
-        rows = list(await self.db.execute_fetchall("SELECT value FROM acp_meta WHERE key='epoch'"))
-        epoch = int(rows[0][0]) + 1 if rows else 1
-        await self.db.execute(
-            "INSERT INTO acp_meta (key, value) VALUES ('epoch', ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (str(epoch),),
-        )
-        await self.db.commit()
+        row = await self.state.off_loop(self.state.get, META, "epoch")
+        epoch = int(row.value) + 1 if row is not None else 1
+        await self.state.off_loop(self.state.put, META, Meta("epoch", str(epoch)))
         return epoch
 
     async def _set_ask_state(self, ask_id: str, state: str) -> None:
-        await self.db.execute(
-            "INSERT INTO acp_asks (ask_id, state) VALUES (?, ?) "
-            "ON CONFLICT (ask_id) DO UPDATE SET state = excluded.state",
-            (ask_id, state),
-        )
-        await self.db.commit()
+        await self.state.off_loop(self.state.put, ASKS, AskState(ask_id, state))
 
     async def _recover(self) -> None:
         """After the bridge itself restarted: an answer the ledger accepted for a process that
         is gone was never delivered; say so in its chat, once."""
         # Every ask the bridge raised is in the SDK's ``asks`` table; one whose fate the
         # bridge never recorded belonged to a process that is gone.
-        rows = list(
-            await self.db.execute_fetchall(
-                "SELECT s.id, s.conversation, s.data, s.resolution FROM asks s "
-                "LEFT JOIN acp_asks a ON a.ask_id = s.id WHERE a.ask_id IS NULL"
-            )
-        )
-        for ask_id, conv_id, data, resolution in rows:
+        for ask in await self.state.off_loop(self.state.without, SDK_ASKS, ASKS):
             how = "gone"
-            if resolution is not None:
-                how = str(msgspec.json.decode(bytes(resolution)).get("how", "gone"))
+            if ask.resolution is not None:
+                how = str(msgspec.json.decode(bytes(ask.resolution)).get("how", "gone"))
             if how == "answered":
-                title = str(msgspec.json.decode(bytes(data)).get("title", ""))
-                conv = await self.agent.conversation(conv_id)
+                title = str(msgspec.json.decode(bytes(ask.data)).get("title", ""))
+                conv = await self.agent.conversation(ask.conversation)
                 if conv is not None and not conv.closed:
-                    await self._notice(conv, UNDELIVERED.format(title=title))
+                    await notice(conv, UNDELIVERED.format(title=title))
                 how = "undelivered"
-            await self._set_ask_state(ask_id, how)
+            await self._set_ask_state(ask.id, how)
 
-    async def _session_row(self, conv_id: str) -> tuple[str, int, str] | None:
-        rows = list(
-            await self.db.execute_fetchall(
-                "SELECT session_id, epoch, cwd FROM acp_sessions WHERE conversation = ?",
-                (conv_id,),
-            )
-        )
-        return (str(rows[0][0]), int(rows[0][1]), str(rows[0][2])) if rows else None
+    async def _session_row(self, conv_id: str) -> SessionRow | None:
+        return await self.state.off_loop(self.state.get, SESSIONS, conv_id)
 
     async def _save_session(self, conv_id: str, session_id: str, epoch: int, cwd: str) -> None:
-        await self.db.execute(
-            "INSERT INTO acp_sessions (conversation, session_id, epoch, cwd) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (conversation) DO UPDATE SET session_id = excluded.session_id, "
-            "epoch = excluded.epoch, cwd = excluded.cwd",
-            (conv_id, session_id, epoch, cwd),
-        )
-        await self.db.commit()
+        row = SessionRow(conv_id, session_id, epoch, cwd)
+        await self.state.off_loop(self.state.put, SESSIONS, row)
 
     # --- wire side: starting conversations, messages, stop --------------------------------
 
@@ -398,7 +400,7 @@ class AcpBridge:
         proc = await self._ready_process()
         raw = await proc.request("session/new", {"cwd": cwd, "mcpServers": []})
         session_id = msgspec.convert(raw, NewSessionResult).session_id
-        conv = await self.agent.open_conversation(workspace=mapping.label(cwd))
+        conv = await self.agent.open_conversation(workspace=label(cwd))
         await self._save_session(conv.id, session_id, proc.epoch, cwd)
         self.sessions[session_id] = Session(conv.id, session_id, proc.epoch)
         return conv
@@ -426,23 +428,24 @@ class AcpBridge:
         shown) or new, as the agent allows."""
         proc = await self._ready_process()
         row = await self._session_row(conv.id)
-        cwd = row[2] if row is not None else self.cwds[0]
-        if row is not None and row[1] == proc.epoch and row[0] in self.sessions:
-            return proc, self.sessions[row[0]]
+        cwd = row.cwd if row is not None else self.cwds[0]
+        if row is not None and row.epoch == proc.epoch and row.session_id in self.sessions:
+            return proc, self.sessions[row.session_id]
         init = self.init
         assert init is not None
         if row is not None and (init.can_resume or init.agent_capabilities.load_session):
-            session = Session(conv.id, row[0], proc.epoch, replaying=True)
-            self.sessions[row[0]] = session
+            sid = row.session_id
+            session = Session(conv.id, sid, proc.epoch, replaying=True)
+            self.sessions[sid] = session
             method = "session/resume" if init.can_resume else "session/load"
             try:
-                await proc.request(method, {"sessionId": row[0], "cwd": cwd, "mcpServers": []})
+                await proc.request(method, {"sessionId": sid, "cwd": cwd, "mcpServers": []})
             except RpcFailed as exc:
-                log.warning("%s of %s failed: %s", method, row[0], exc)
-                self.sessions.pop(row[0], None)
+                log.warning("%s of %s failed: %s", method, sid, exc)
+                self.sessions.pop(sid, None)
             else:
                 session.replaying = False
-                await self._save_session(conv.id, row[0], proc.epoch, cwd)
+                await self._save_session(conv.id, sid, proc.epoch, cwd)
                 return proc, session
         raw = await proc.request("session/new", {"cwd": cwd, "mcpServers": []})
         session_id = msgspec.convert(raw, NewSessionResult).session_id
@@ -450,7 +453,7 @@ class AcpBridge:
         self.sessions[session_id] = session
         await self._save_session(conv.id, session_id, proc.epoch, cwd)
         if row is not None:
-            await self._notice(conv, NEW_SESSION)
+            await notice(conv, NEW_SESSION)
         return proc, session
 
     async def _on_message(self, conv: ConversationHandle, msg: SendMessage) -> None:
@@ -459,7 +462,7 @@ class AcpBridge:
             try:
                 proc, session = await self._session_for(conv)
             except (ProcessGone, RpcFailed, RuntimeError) as exc:
-                await self._notice(conv, f"The message did not reach the agent: {exc}")
+                await notice(conv, f"The message did not reach the agent: {exc}")
                 return
             previous = session.prompt
             if previous is not None and not previous.done():
@@ -479,20 +482,20 @@ class AcpBridge:
             except ProcessGone:
                 await self._finish_text(session)
                 code = await asyncio.shield(proc.exited)
-                await self._notice(conv, RESTARTED.format(code=code))
+                await notice(conv, RESTARTED.format(code=code))
                 return
             except RpcFailed as exc:
                 await self._finish_text(session)
-                await self._notice(conv, mapping.label(f"The agent failed: {exc}"))
+                await notice(conv, label(f"The agent failed: {exc}"))
                 return
             await self._finish_text(session)
             try:
                 reason = msgspec.convert(msgspec.json.decode(raw), PromptResult).stop_reason
             except (msgspec.ValidationError, msgspec.DecodeError):
                 return
-            notice = mapping.STOP_NOTICES.get(reason)
-            if notice is not None:
-                await self._notice(conv, notice)
+            said = mapping.STOP_NOTICES.get(reason)
+            if said is not None:
+                await notice(conv, said)
 
     async def _cancel(self, proc: AcpProcess, session: Session) -> None:
         """Stop: ``session/cancel``; the SDK resolved the turn's asks ``stopped``, and their
@@ -531,7 +534,7 @@ class AcpBridge:
             if session.epoch == proc.epoch and session.prompt and not session.prompt.done():
                 conv = await self.agent.conversation(session.conv_id)
                 if conv is not None and not conv.closed:
-                    await self._notice(conv, OVERSIZED.format(limit=self.max_line))
+                    await notice(conv, OVERSIZED.format(limit=self.max_line))
 
     async def on_request(self, proc: AcpProcess, request: Request) -> None:
         try:
@@ -569,11 +572,11 @@ class AcpBridge:
         return session, conv
 
     async def _raise(
-        self, proc: AcpProcess, request: Request, conv: ConversationHandle, **ask: Any
+        self, proc: AcpProcess, request: Request, conv: ConversationHandle, draft: AskDraft
     ) -> Pending | None:
-        ask_id = mapping.safe_id(f"e{proc.epoch}", request.id)
+        ask_id = safe_id(f"e{proc.epoch}", request.id)
         try:
-            handle = await conv.ask(id=ask_id, **ask)
+            handle = await draft.raise_in(conv, id=ask_id)
         except LocalWireError as exc:
             log.warning("an ask the wire cannot carry: %s", exc)
             return None
@@ -591,7 +594,7 @@ class AcpBridge:
             return
         await self._set_ask_state(pending.handle.id, "undelivered")
         if not conv.closed:
-            await self._notice(conv, UNDELIVERED.format(title=pending.handle.ask.title))
+            await notice(conv, UNDELIVERED.format(title=pending.handle.ask.title))
 
     async def _permission(self, proc: AcpProcess, request: Request) -> None:
         params = msgspec.json.decode(request.params or b"null", type=RequestPermissionParams)
@@ -603,17 +606,14 @@ class AcpBridge:
         await self._finish_text(session)
         tool_item = await self._tool_item(session, conv, params.tool_call)
         options, back = mapping.permission_options(params.options)
-        title = mapping.label(params.tool_call.title or tool_item.item.name or "Allow this?")
-        pending = await self._raise(
-            proc,
-            request,
-            conv,
-            kind="permission",
-            title=title,
-            text=mapping.tool_text(params.tool_call.raw_input),
+        title = label(params.tool_call.title or tool_item.item.name or "Allow this?")
+        draft = asks.permission(
+            title,
+            options,
+            text=tool_text(params.tool_call.raw_input),
             tool=ToolRef(call_id=tool_item.item.call_id or tool_item.id, name=title),
-            options=options,
         )
+        pending = await self._raise(proc, request, conv, draft)
         if pending is None:
             await proc.respond(request.id, CANCELLED)
             return
@@ -646,7 +646,7 @@ class AcpBridge:
             return
         session, conv = found
         if params.mode != "form" or params.requested_schema is None:
-            await self._notice(conv, URL_MODE)
+            await notice(conv, URL_MODE)
             await proc.respond(request.id, {"action": "decline"})
             return
         await self._finish_text(session)
@@ -656,12 +656,9 @@ class AcpBridge:
         if params.tool_call_id is not None and params.tool_call_id in session.tools:
             item = session.tools[params.tool_call_id].item
             tool = ToolRef(call_id=item.call_id or item.id, name=item.name or "tool")
-        pending = await self._raise(
-            proc,
-            request,
-            conv,
+        draft = AskDraft(
             kind=form.kind,
-            title=mapping.label(params.message or schema.title or "The agent asks"),
+            title=label(params.message or schema.title or "The agent asks"),
             text=schema.description or "",
             tool=tool,
             options=form.options,
@@ -669,6 +666,7 @@ class AcpBridge:
             max_length=form.max_length,
             fields=form.fields,
         )
+        pending = await self._raise(proc, request, conv, draft)
         if pending is None:
             await proc.respond(request.id, {"action": "cancel"})
             return
@@ -715,7 +713,7 @@ class AcpBridge:
             elif kind == "plan":
                 await conv.update(progress=mapping.plan_progress(update.entries or []))
             elif kind == "session_info_update" and update.title is not None:
-                await conv.update(title=mapping.label(update.title) or None)
+                await conv.update(title=label(update.title) or None)
         except LocalWireError as exc:
             log.warning("an update the wire cannot carry (%s): %s", kind, exc)
         except msgspec.ValidationError as exc:
@@ -727,7 +725,7 @@ class AcpBridge:
         block = msgspec.convert(update.content, ContentBlock)
         if block.type != "text":
             await self._finish_text(session)
-            await self._notice(conv, mapping.block_notice(block))
+            await notice(conv, mapping.block_notice(block))
             return
         text = block.text or ""
         if not text:
@@ -778,16 +776,16 @@ class AcpBridge:
             if output is not None:
                 changes["output"] = output
             if call.raw_input is not None:
-                changes["text"] = mapping.tool_text(call.raw_input)
+                changes["text"] = tool_text(call.raw_input)
             if changes:
                 await item.update(**changes)
             return item
-        call_id = mapping.safe_id(f"e{session.epoch}", call.tool_call_id)
+        call_id = safe_id(f"e{session.epoch}", call.tool_call_id)
         item = await conv.append(
             kind="tool",
-            text=mapping.tool_text(call.raw_input),
+            text=tool_text(call.raw_input),
             call_id=call_id,
-            name=mapping.label(call.title or call.kind or "tool") or "tool",
+            name=label(call.title or call.kind or "tool") or "tool",
             status=status or "running",
             output=output,
         )
@@ -805,10 +803,6 @@ class AcpBridge:
                 await self._finish(item)
         session.reply = session.thinking = None
         session.reply_message = None
-
-    async def _notice(self, conv: ConversationHandle, text: str) -> None:
-        with contextlib.suppress(LocalWireError):
-            await conv.append(kind="notice", text=text)
 
 
 _TEXT_CHUNKS: Final = ("agent_message_chunk", "agent_thought_chunk")

@@ -6,15 +6,12 @@ Exit codes: 0 stopped by a signal, 1 the agent could not be started, 2 bad usage
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
+from bridges import kit
 from bridges.acp.bridge import AcpBridge
 from bridges.acp.jsonrpc import MAX_LINE
-from bridges.serving import serve_until_stopped
 
 
 def parser(prog: str = "collie-gateway bridge acp") -> argparse.ArgumentParser:
@@ -30,8 +27,7 @@ def parser(prog: str = "collie-gateway bridge acp") -> argparse.ArgumentParser:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the bridge's arguments to ``p`` (also used by ``collie-gateway bridge acp``)."""
-    p.add_argument("--socket", type=Path, required=True, help="the wire-v1 Unix socket to serve")
-    p.add_argument("--state", type=Path, required=True, help="the bridge's SQLite state file")
+    kit.add_common(p, verbose="log the agent's life")
     p.add_argument(
         "--cwd",
         action="append",
@@ -41,7 +37,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-line", type=int, default=MAX_LINE, help=f"longest ACP line in bytes ({MAX_LINE})"
     )
-    p.add_argument("-v", "--verbose", action="store_true", help="log the agent's life")
     p.add_argument(
         "agent_command",
         nargs=argparse.REMAINDER,
@@ -58,22 +53,12 @@ def run(args: argparse.Namespace) -> int:
     if not command:
         print("bridge acp: give the agent's command after --", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        return asyncio.run(_serve(args, command))
-    except KeyboardInterrupt:
-        return 0
-
-
-async def _serve(args: argparse.Namespace, command: list[str]) -> int:
-    bridge = AcpBridge(
-        command=command, state_path=args.state, cwds=args.cwd, max_line=args.max_line
-    )
-    return await serve_until_stopped(
-        bridge, "acp", args.socket, lambda: bridge.agent.hello.runtime, (OSError, RuntimeError)
+    kit.start_logging(args.verbose)
+    return kit.serve(
+        lambda: AcpBridge(
+            command=command, state_path=args.state, cwds=args.cwd, max_line=args.max_line
+        ),
+        args.socket,
     )
 
 

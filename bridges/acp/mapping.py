@@ -4,8 +4,6 @@ progress, elicitation schemas to asks (and answers back, checked against the sch
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -13,7 +11,9 @@ from datetime import date, datetime
 from typing import Any, Final
 
 from bridges.acp.schema import ContentBlock, ElicitationSchema, PermissionOption, ToolCallContent
-from wire.messages import MAX_LABEL, Answer, Ask, FormField, Option, Progress, Step
+from bridges.kit.fit import cut, label, tool_text
+from bridges.kit.fit import safe_id as safe_id  # the kit's, named here too
+from wire.messages import Answer, Ask, FormField, Option, Progress, Step
 
 # ACP option kinds → wire roles (spec A4). The agent's own label stays as the muted line; its
 # option ids are never read for meaning: agents name them freely.
@@ -36,31 +36,7 @@ STOP_NOTICES: Final = {
     "max_turn_requests": "The agent reached its limit of requests for one turn and ended it.",
 }
 OUTPUT_LIMIT: Final = 200_000  # characters of a tool's output kept in its item
-INPUT_LIMIT: Final = 20_000  # characters of a tool's arguments kept as its item's text
 TEXT_CAP: Final = 2000  # spec A4: the longest text answer
-_SAFE = re.compile(r"[A-Za-z0-9._~-]{1,120}")
-
-
-def safe_id(prefix: str, raw: str | int) -> str:
-    """A wire id (unreserved characters, ≤ 200) for a peer's id: kept when already safe, else
-    a digest of it."""
-    text = str(raw)
-    if _SAFE.fullmatch(text):
-        return f"{prefix}-{text}"
-    return f"{prefix}-h{hashlib.sha256(text.encode()).hexdigest()[:24]}"
-
-
-def label(text: str) -> str:
-    """``text`` cut to a wire label (one line, ≤ 2000 code points)."""
-    line = " ".join(text.split())
-    return line if len(line) <= MAX_LABEL else line[: MAX_LABEL - 1] + "…"
-
-
-def cut(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` code points, saying so."""
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n… ({len(text) - limit} more characters not kept)"
 
 
 def permission_options(options: list[PermissionOption]) -> tuple[list[Option], dict[str, str]]:
@@ -80,15 +56,6 @@ def tool_status(status: str | None) -> str | None:
     if status is None:
         return None
     return TOOL_STATUS.get(status, label(status))
-
-
-def tool_text(raw_input: Any) -> str:
-    """A tool call's arguments as its item's text."""
-    if raw_input is None:
-        return ""
-    if isinstance(raw_input, str):
-        return cut(raw_input, INPUT_LIMIT)
-    return cut(json.dumps(raw_input, ensure_ascii=False, indent=1, default=str), INPUT_LIMIT)
 
 
 def tool_output(content: list[ToolCallContent] | None, raw_output: Any = None) -> str | None:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
@@ -31,11 +32,11 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from msgspec import Struct
 
-from bridges.acp.mapping import label, safe_id, tool_text
+from bridges.kit import AgentBridge, AskDraft, notice, utc
+from bridges.kit.fit import label, safe_id, tool_text
 from bridges.mcp import http, tools
 from wire.agent import (
     Agent,
-    AgentRunner,
     AskHandle,
     ConversationHandle,
     ItemHandle,
@@ -91,10 +92,6 @@ class McpSession:
     ended: bool = False
 
 
-def _utc() -> datetime:
-    return datetime.now(UTC)
-
-
 def _json_result(value: dict[str, Any]) -> types.CallToolResult:
     """A tool result: the JSON as text, and as ``structuredContent``."""
     text = json.dumps(value, ensure_ascii=False)
@@ -108,7 +105,7 @@ def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-class McpBridge:
+class McpBridge(AgentBridge):
     """Serve MCP tools that ask the person, as a wire-v1 agent kept in ``state_path``.
 
     Usage::
@@ -119,6 +116,8 @@ class McpBridge:
         ...
         await bridge.close()
     """
+
+    protocol = "mcp"
 
     def __init__(
         self,
@@ -136,13 +135,15 @@ class McpBridge:
         self.port = port
         self.idle = idle
         self.progress_every = progress_every
-        self.agent = Agent(
-            state_path=state_path,
-            runtime="mcp",
-            features=["history", "close", "deadlines"],
-            now=now or _utc,
-            ping_interval=ping_interval,
-            expiry_interval=expiry_interval,
+        super().__init__(
+            Agent(
+                state_path=state_path,
+                runtime="mcp",
+                features=["history", "close", "deadlines"],
+                now=now or utc,
+                ping_interval=ping_interval,
+                expiry_interval=expiry_interval,
+            )
         )
         self.agent.on_message(self._on_message)
         self.server: Server[Any] = Server(
@@ -169,7 +170,7 @@ class McpBridge:
         Raises:
             OSError: the port cannot be bound.
         """
-        await self.agent.start()
+        await super().start()
         await self._recover()
         sock = http.listen(self.host, self.port)
         self.port = sock.getsockname()[1]
@@ -184,9 +185,9 @@ class McpBridge:
             await asyncio.sleep(0.01)
         raise OSError(f"MCP could not be served on {self.host}:{self.port}")
 
-    async def serve_unix(self, path: Path) -> AgentRunner:
-        """Serve the wire side on a Unix socket (0600)."""
-        return await self.agent.serve_unix(path)
+    def serving(self) -> str:
+        """Where MCP is served."""
+        return self.url
 
     async def close(self) -> None:
         """Stop serving MCP and the agent; close the state file."""
@@ -194,7 +195,7 @@ class McpBridge:
             self._uvicorn.should_exit = True
             with contextlib.suppress(asyncio.CancelledError):
                 await self._serving
-        await self.agent.close()
+        await super().close()
 
     async def _recover(self) -> None:
         """Sessions do not outlive the process: end what the previous run left open."""
@@ -202,12 +203,12 @@ class McpBridge:
             for handle in list(conv.asks):
                 if handle.open:
                     await handle.decide()
-            await self._notice(conv, RESTARTED)
+            await notice(conv, RESTARTED)
             with contextlib.suppress(LocalWireError):
                 await conv.close()
 
     async def _on_message(self, conv: ConversationHandle, msg: SendMessage) -> None:
-        await self._notice(conv, NO_MESSAGES)
+        await notice(conv, NO_MESSAGES)
 
     # --- sessions ----------------------------------------------------------------------
 
@@ -247,7 +248,7 @@ class McpBridge:
         for call in list(session.calls.values()):
             await self._call_gone(session, call)
         self.sessions.pop(session.id, None)
-        await self._notice(session.conv, SESSION_ENDED)
+        await notice(session.conv, SESSION_ENDED)
         with contextlib.suppress(LocalWireError):
             await session.conv.close()
 
@@ -264,7 +265,7 @@ class McpBridge:
         await call.handle.decide()
         with contextlib.suppress(LocalWireError):
             await call.item.update(status="failed")
-        await self._notice(session.conv, ASK_ENDED.format(title=call.handle.ask.title))
+        await notice(session.conv, ASK_ENDED.format(title=call.handle.ask.title))
 
     # --- MCP handlers -------------------------------------------------------------------
 
@@ -302,7 +303,7 @@ class McpBridge:
         if session.conv.closed:  # closed on the phone: the session goes on in it
             await session.conv.reopen()
         if isinstance(call, tools.Notify):
-            await self._notice(session.conv, call.text)
+            await notice(session.conv, call.text)
             return _json_result({"outcome": "shown"})
         try:
             return await self._ask(ctx, session, spec.name, call, params.arguments or {})
@@ -352,11 +353,13 @@ class McpBridge:
             status="running",
         )
         deadline = getattr(call, "deadline_seconds", None)
-        handle = await conv.ask(
+        draft = dataclasses.replace(
+            _ask_of(call), tool=ToolRef(call_id=call_id, name=label(item_name) or name)
+        )
+        handle = await draft.raise_in(
+            conv,
             id=safe_id(conv.id, request_id),
-            tool=ToolRef(call_id=call_id, name=label(item_name) or name),
             deadline=self.agent.now() + timedelta(seconds=deadline) if deadline else None,
-            **_ask_of(call),
         )
         found = Call((name, given), item, handle, asyncio.get_running_loop().create_future())
         session.calls[request_id] = found
@@ -378,7 +381,7 @@ class McpBridge:
                 await call.item.update(status=status)
             if permission is not None and option == "always":
                 session.rules.add(permission[0])
-                await self._notice(session.conv, ALWAYS_KEPT.format(tool=permission[2]))
+                await notice(session.conv, ALWAYS_KEPT.format(tool=permission[2]))
             if not call.done.done():
                 call.done.set_result(value)
         finally:
@@ -403,10 +406,6 @@ class McpBridge:
             self._call_gone(session, call)
             raise
 
-    async def _notice(self, conv: ConversationHandle, text: str) -> None:
-        with contextlib.suppress(LocalWireError):
-            await conv.append(kind="notice", text=text)
-
 
 def _permission_of(call: Struct) -> tuple[str, dict[str, Any], str] | None:
     """A permission call's rule key, arguments and tool name; ``None`` for other calls."""
@@ -417,7 +416,7 @@ def _permission_of(call: Struct) -> tuple[str, dict[str, Any], str] | None:
     return None
 
 
-def _ask_of(call: Struct) -> dict[str, Any]:
+def _ask_of(call: Struct) -> AskDraft:
     if isinstance(call, tools.AskPermission):
         return tools.permission_ask(call.tool_name, call.arguments, call.reasons, call.irreversible)
     if isinstance(call, tools.PermissionPrompt):

@@ -8,13 +8,11 @@ reached, 2 bad usage.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bridges.serving import serve_until_stopped
+from bridges import kit
 
 DEFAULT_PORT = 8790
 
@@ -35,8 +33,7 @@ DESCRIPTION = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the bridge's arguments to ``p`` (also used by ``collie-gateway bridge mcp``)."""
-    p.add_argument("--socket", type=Path, help="the wire-v1 Unix socket to serve")
-    p.add_argument("--state", type=Path, help="the bridge's SQLite state file")
+    kit.add_common(p, required=False, verbose="log the sessions' life")
     p.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"MCP port on 127.0.0.1 ({DEFAULT_PORT})"
     )
@@ -50,25 +47,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--stdio", action="store_true", help="carry this process's stdio to a running bridge"
     )
     p.add_argument("--url", help="with --stdio: the bridge's MCP URL (default: from --port)")
-    p.add_argument("-v", "--verbose", action="store_true", help="log the sessions' life")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the bridge (or the stdio relay) until SIGINT or SIGTERM; returns the exit code."""
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    kit.start_logging(args.verbose)
     if args.stdio:
         return _relay(args)
     if args.socket is None or args.state is None:
         print("bridge mcp: give --socket and --state (or --stdio)", file=sys.stderr)
         return 2
-    try:
-        return asyncio.run(_serve(args))
-    except KeyboardInterrupt:
-        return 0
+    return kit.serve(lambda: _bridge(args), args.socket)
 
 
 def _relay(args: argparse.Namespace) -> int:
@@ -88,11 +77,10 @@ def _relay(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(args: argparse.Namespace) -> int:
+def _bridge(args: argparse.Namespace) -> kit.AgentBridge:
     from bridges.mcp.bridge import McpBridge
 
-    bridge = McpBridge(state_path=args.state, port=args.port, idle=args.idle)
-    return await serve_until_stopped(bridge, "mcp", args.socket, lambda: bridge.url)
+    return McpBridge(state_path=args.state, port=args.port, idle=args.idle)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,7 +32,8 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta, Struct
 
-from bridges.acp.mapping import label
+from bridges.kit import AskDraft, asks
+from bridges.kit.fit import label
 from wire.messages import Answer, Argument, FormField, Option
 
 MAX_QUESTION: Final = 2000
@@ -282,42 +283,35 @@ PERMISSION_OPTIONS: Final = [
 
 def permission_ask(
     tool_name: str, arguments: dict[str, Any], reasons: list[str], irreversible: bool
-) -> dict[str, Any]:
+) -> AskDraft:
     """The permission ask for a call of ``tool_name`` (S1: arguments with their origin)."""
-    return {
-        "kind": "permission",
-        "title": label(f"Allow {tool_name}?"),
-        "options": PERMISSION_OPTIONS,
-        "arguments": [
-            Argument(name=label(k), value=v, origin="model") for k, v in arguments.items()
-        ],
-        "reasons": [label(r) for r in reasons],
-        "irreversible": irreversible,
-    }
+    return asks.permission(
+        label(f"Allow {tool_name}?"),
+        PERMISSION_OPTIONS,
+        arguments=[Argument(name=label(k), value=v, origin="model") for k, v in arguments.items()],
+        reasons=[label(r) for r in reasons],
+        irreversible=irreversible,
+    )
 
 
-def choice_ask(call: AskChoice) -> dict[str, Any]:
+def _numbered(labels: list[str]) -> list[Option]:
+    """Options ``o1`` …, in order."""
+    return [Option(id=f"o{n}", label=o) for n, o in enumerate(labels, start=1)]
+
+
+def choice_ask(call: AskChoice) -> AskDraft:
     """The choice ask (options ``o1`` …, in order)."""
-    return {
-        "kind": "choice",
-        "title": label(call.question),
-        "text": call.details,
-        "options": [Option(id=f"o{n}", label=o) for n, o in enumerate(call.options, start=1)],
-        "multiple": call.multiple,
-    }
+    return asks.choice(
+        label(call.question), _numbered(call.options), multiple=call.multiple, text=call.details
+    )
 
 
-def text_ask(call: AskText) -> dict[str, Any]:
+def text_ask(call: AskText) -> AskDraft:
     """The text ask, with the call's limit."""
-    return {
-        "kind": "text",
-        "title": label(call.question),
-        "text": call.details,
-        "max_length": call.max_length,
-    }
+    return asks.text(label(call.question), max_length=call.max_length, text=call.details)
 
 
-def form_ask(call: AskForm) -> dict[str, Any]:
+def form_ask(call: AskForm) -> AskDraft:
     """The form ask: the call's fields, a select's options ``o1`` …"""
     fields = [
         FormField(
@@ -325,12 +319,12 @@ def form_ask(call: AskForm) -> dict[str, Any]:
             kind=f.kind,
             label=f.label,
             required=f.required,
-            options=[Option(id=f"o{n}", label=o) for n, o in enumerate(f.options, start=1)],
+            options=_numbered(f.options),
             max_length=f.max_length if f.kind == "text" else None,
         )
         for f in call.fields
     ]
-    return {"kind": "form", "title": label(call.title), "text": call.details, "fields": fields}
+    return asks.form(label(call.title), fields, text=call.details)
 
 
 # --- the result each resolution becomes ----------------------------------------------------
