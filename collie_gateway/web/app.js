@@ -272,39 +272,78 @@
         h('div', { class: 'right' }, right)));
   }
 
-  // An agent's list (L1–L8): open rows, then "Closed", then the footer.
+  // An agent's list (L1–L8): open rows, then "Closed", then the footer; above them, the
+  // agent's home header's reason when its link is down (D6), read again when its state changes.
   async function list(seq, agent, polled) {
     const mark = lastId;
+    const kept = polled && view && view.name === 'list' && view.agent === agent && !view.stale ? view.home : undefined;
     const data = await api(`/api/v1/agents/${enc(agent)}/conversations` + (polled ? '?poll=true' : ''));
+    // Read after the list: a state change after it comes as a dashboard.row newer than the list.
+    const home = kept !== undefined ? kept : await api(`/api/v1/agents/${enc(agent)}`).catch((err) => {
+      if (err instanceof NeedToken) throw err;
+      return null;
+    });
     if (seq !== loadSeq) return;
-    drawList(agent, data);
-    view = {
+    drawList(agent, data, home);
+    const v = view = {
       name: 'list',
+      agent,
+      home,
+      stale: false,
       since: data.event_id,
       live: (ev) => {
         if (ev.data.agent !== agent || !newer(ev.id, view.since)) return;
-        if (ev.type === 'list.changed') { view.since = ev.id; drawList(agent, ev.data); }
-        else if (ev.type === 'list.row' || ev.type === 'list.removed' || ev.type === 'list.reset') later(() => listAgain(agent));
+        if (ev.type === 'list.changed') { view.since = ev.id; drawList(agent, ev.data, view.home); }
+        else if (ev.type === 'dashboard.row') {
+          if (!ev.data.machine && (!view.home || ev.data.state !== view.home.state)) { view.stale = true; later(() => listAgain(agent)); }
+        } else if (ev.type === 'list.row' || ev.type === 'list.removed' || ev.type === 'list.reset') later(() => listAgain(agent));
       },
     };
+    if (home && home.reason) recheckHome(v, agent);
     replaySince(data.event_id || mark);
+  }
+  // A reason can change while the state stays (no row event says so): read it again while shown.
+  function recheckHome(v, agent) {
+    setTimeout(async () => {
+      if (view !== v) return;
+      const now = await api(`/api/v1/agents/${enc(agent)}`).catch(() => null);
+      if (view !== v) return;
+      if (now && (now.state !== v.home.state || now.reason !== v.home.reason)) { v.stale = true; listAgain(agent); }
+      else recheckHome(v, agent);
+    }, 3000);
   }
   async function listAgain(agent) {
     const seq = ++loadSeq;
     try { await list(seq, agent, true); } catch (err) { /* L8: the list drawn stays */ }
   }
-  function drawList(agent, data) {
+  function drawList(agent, data, home) {
     const rows = h('ul', { class: 'rows', 'aria-label': agent }, data.rows.map((r) => convRow(agent, r)));
     const closed = data.closed ? [h('h2', { id: 'closed-h', text: data.closed_label }),
       h('ul', { class: 'rows', id: 'closed-rows', 'aria-labelledby': 'closed-h' }, data.closed.map((r) => convRow(agent, r)))] : [];
     const footer = h('div', { class: 'footer', id: 'footer' });
-    // R5's box already says the version sentence: L6's version footer would say it twice.
-    drawFooter(footer, agent, data.warning && data.footer && data.footer.text === data.warning ? null : data.footer);
+    const reason = home && home.reason;
+    const state = reason && { starting: t('state_starting'), unreachable: t('state_unreachable'),
+      version_mismatch: t('state_version_mismatch') }[home.state];  // D6's words
+    // R5's box, or the link's reason, already says the footer's sentence: say it once.
+    const said = [data.warning, reason].filter(Boolean);
+    drawFooter(footer, agent, data.footer && said.includes(data.footer.text) ? null : data.footer);
+    const again = focusMark();
     show(top(h('h1', { text: agent }), '#/',
       data.new ? h('a', { class: 'button', href: hrefOf.new(agent), text: t('new_title') }) : null),
+    reason ? h('div', { class: 'warning link-state', id: 'link-state', role: 'status', 'data-state': home.state },
+      state ? h('strong', { text: state }) : null, h('p', { text: reason })) : null,
     data.warning ? h('p', { class: 'warning', role: 'alert', text: data.warning }) : null,
     data.rows.length || data.closed ? null : h('p', { class: 'empty', text: t('web_empty_list') }),
     rows, ...closed, footer);
+    again();
+  }
+  // A live redraw keeps the focus on the same link (by its href) or control (by its id).
+  function focusMark() {
+    const el = document.activeElement;
+    if (!el || el === app || !app.contains(el)) return () => {};
+    const href = el.getAttribute('href');
+    const sel = href ? `[href="${CSS.escape(href)}"]` : el.id ? '#' + CSS.escape(el.id) : null;
+    return () => { const same = sel && app.querySelector(sel); if (same) same.focus({ preventScroll: true }); };
   }
   function drawFooter(el, agent, footer) {
     el.replaceChildren();
@@ -557,6 +596,7 @@
       h('h3', { id: cid + '-t', text: card.title }),
       card.deadline ? h('div', { class: 'muted deadline', 'data-deadline': card.deadline, text: card.deadline_label }) : null,
       card.text ? h('div', { class: 'text', text: card.text }) : null,
+      callEl(cid, card.call),
       card.notices.map((n) => h('div', { class: 'notice', role: 'note', text: n })));
     const send = (answer) => answerAsk(card, answer);
     const body = card.body;
@@ -616,6 +656,21 @@
       }
     }
     return box;
+  }
+  // S1: what the call will use (each argument with its origin), why it waits, verbatim, and
+  // the irreversible warning: the API's words, drawn as they come (masked there, X1).
+  function callEl(cid, call) {
+    if (!call) return null;
+    const args = call.arguments.length ? [h('h4', { text: call.arguments_title }),
+      h('dl', { class: 'arguments' }, call.arguments.map((a) => h('div', { class: 'argument' },
+        h('dt', { text: a.name }),
+        h('dd', { class: 'value' }, h('code', { text: a.value })),
+        a.origin_label || a.origin ? h('dd', { class: 'origin', 'data-origin': a.origin, text: a.origin_label || a.origin }) : null)))] : [];
+    const reasons = call.reasons.length ? [h('h4', { text: call.reasons_title }),
+      h('ul', { class: 'reasons' }, call.reasons.map((r) => h('li', { text: r })))] : [];
+    const undo = call.irreversible ? h('p', { class: 'irreversible', role: 'note', text: call.irreversible }) : null;
+    if (!args.length && !reasons.length && !undo) return null;
+    return h('div', { class: 'call', id: cid + '-call' }, args, reasons, undo);
   }
   function fieldEl(cid, f, dr, frozen) {
     const id = cid + '-' + f.field_id.replace(/[^\w-]/g, '_');
