@@ -670,7 +670,7 @@ def _answer_view(
     record: Record | None,
 ) -> AnswerView:
     state = tap_state(outcome, request_id, reason, record)
-    line = outcome_line(state, words(request))
+    line = outcome_line(state, words(request), mask_of(request))  # the agent's reason (X1)
     return AnswerView(
         request_id=request_id,
         outcome=outcome,
