@@ -60,6 +60,8 @@ from wire.messages import (
     Hello,
     Item,
     ItemAppended,
+    ItemDelta,
+    ItemUpdated,
     Reply,
     ReplyResult,
     StarterList,
@@ -85,7 +87,7 @@ WORDS: dict[str, Iterator[Any]] = {
     "Item.final": itertools.repeat(True),
     "Ask.irreversible": itertools.repeat(True),
     "Ask.deadline": itertools.repeat(NOW + timedelta(hours=1)),
-    "ReplyResult.outcome": itertools.repeat("accepted"),
+    "ReplyResult.outcome": itertools.cycle(["accepted", "not_open"]),
     "CommandResult.outcome": itertools.repeat("refused"),
     "ErrorBody.error": itertools.repeat("conflict"),
 }
@@ -220,7 +222,8 @@ def _leaves(t: mi.Type) -> Iterator[mi.Type]:
 @dataclass(frozen=True)
 class Planted:
     """What the agent sends: its hello and starters, the conversation, its items and two
-    asks, and what it answers to a reply, to a message or a button, and to a stop (409)."""
+    asks, an item written by deltas, and what it answers to each reply (``a1`` accepted, ``a2``
+    no longer open), to a message or a button, and to a stop (409)."""
 
     planter: Planter
     hello: Hello
@@ -228,7 +231,9 @@ class Planted:
     conversation: Conversation  # with items and asks, as ``GET /conversations/c1`` gives it
     permission: Ask
     form: Ask
-    replied: ReplyResult
+    live: Item  # not final: its text grows by ``delta``
+    delta: ItemDelta
+    replied: dict[str, ReplyResult]
     refused: CommandResult
     rejected: ErrorBody
 
@@ -238,7 +243,9 @@ class Planted:
             self.hello,
             self.starters,
             self.conversation,
-            self.replied,
+            self.live,
+            self.delta,
+            *self.replied.values(),
             self.refused,
             self.rejected,
         ]
@@ -255,10 +262,14 @@ def plant() -> Planted:
     conversation = p.build(
         Conversation, "conversation", id="c1", asks=[permission, form], items=items
     )
-    replied = p.build(ReplyResult, "reply")
+    live = p.build(Item, "live", id="i-live", kind="reply", final=False, at=None)
+    delta = p.build(ItemDelta, "delta", conversation_id="c1", item_id="i-live")
+    replied = {"a1": p.build(ReplyResult, "reply"), "a2": p.build(ReplyResult, "not_open")}
     refused = p.build(CommandResult, "command", conversation_id=None)
     rejected = p.build(ErrorBody, "error")
-    return Planted(p, hello, starters, conversation, permission, form, replied, refused, rejected)
+    return Planted(
+        p, hello, starters, conversation, permission, form, live, delta, replied, refused, rejected
+    )
 
 
 # --- the agent: wire v1 by hand on a Unix socket ------------------------------------------
@@ -285,6 +296,17 @@ class WireAgent:
             case ItemAppended(conversation_id=cid, item=item):
                 conv = self.conversations[cid]
                 items = [*(conv.items or []), item]
+                self.conversations[cid] = msgspec.structs.replace(conv, items=items)
+            case ItemUpdated(conversation_id=cid, item=item):
+                conv = self.conversations[cid]
+                items = [item if i.id == item.id else i for i in conv.items or []]
+                self.conversations[cid] = msgspec.structs.replace(conv, items=items)
+            case ItemDelta(conversation_id=cid, item_id=iid, text=text):
+                conv = self.conversations[cid]
+                items = [
+                    msgspec.structs.replace(i, text=i.text + text) if i.id == iid else i
+                    for i in conv.items or []
+                ]
                 self.conversations[cid] = msgspec.structs.replace(conv, items=items)
             case AskRaised(ask=ask):
                 conv = self.conversations[ask.conversation]
@@ -330,7 +352,7 @@ class WireAgent:
         conv = next((c for c in self.conversations.values() if ask_id in _ask_ids(c)), None)
         if conv is None:
             return self._json(ReplyResult(outcome="not_open"))
-        answered = self.planted.replied
+        answered = self.planted.replied[ask_id]
         self.emit(
             AskResolved(
                 ask_id=ask_id,
@@ -542,6 +564,13 @@ async def speak(agent: WireAgent, planted: Planted) -> None:
     agent.emit(ConversationOpened(conversation=msgspec.structs.replace(conv, asks=[], items=None)))
     for item in conv.items or []:
         agent.emit(ItemAppended(conversation_id=conv.id, item=item))
+    # An item written as the phone watches: its delta's secret comes in two pieces.
+    live, delta = planted.live, planted.delta
+    agent.emit(ItemAppended(conversation_id=conv.id, item=live))
+    for piece in (" " + delta.text[:20], delta.text[20:]):
+        agent.emit(msgspec.structs.replace(delta, text=piece))
+    done = msgspec.structs.replace(live, text=f"{live.text} {delta.text}", final=True, at=NOW)
+    agent.emit(ItemUpdated(conversation_id=conv.id, item=done))
     agent.emit(AskRaised(ask=planted.permission))
     agent.emit(AskRaised(ask=planted.form))
     agent.emit(ConversationUpdated(conversation=msgspec.structs.replace(conv, items=None)))
@@ -551,6 +580,7 @@ async def speak(agent: WireAgent, planted: Planted) -> None:
     for cid, changes in (
         ("c2", {"progress": by_percent}),
         ("c3", {"progress": None, "subtitle": None}),
+        ("c4", {"progress": None, "subtitle": None, "workspace": None}),
     ):
         other = msgspec.structs.replace(conv, id=cid, asks=[], items=None, **changes)
         agent.emit(ConversationOpened(conversation=other))
@@ -585,6 +615,7 @@ async def screens(member: GatewayProcess, lead: GatewayProcess, after: str = "")
         "chat": "/conversations/c1?all_cards=true",
         "chat c2": "/conversations/c2",
         "chat c3": "/conversations/c3",
+        "chat c4": "/conversations/c4",
         "new": "/new",
     }
     out: dict[str, Any] = {}
@@ -693,6 +724,7 @@ SURFACES = (
     "phone: chat",
     "phone: chat c2",
     "phone: chat c3",
+    "phone: chat c4",
     "phone: new",
     "phone: command answers",
     "phone: answers",
@@ -713,6 +745,7 @@ SURFACES = (
     "lead: chat",
     "lead: chat c2",
     "lead: chat c3",
+    "lead: chat c4",
     "lead: new",
     "lead: command answers",
     "lead: answers",
@@ -772,7 +805,7 @@ def _chat_masked(chat: dict[str, Any], mask: str) -> None:
     for line in chat["lines"]:
         shown = [line.get(k) for k in ("text", "label", "tool", "output") if line.get(k)]
         assert shown or mask in line["html"], line
-        assert all(text == mask for text in shown), line
+        assert all(set(text.split(" ")) == {mask} for text in shown), line
     permission, form = _cards(chat)["a1"], _cards(chat)["a2"]
     for card in (permission, form):
         assert (card["title"], card["text"]) == (mask, mask)
@@ -798,6 +831,9 @@ async def test_X1_each_surface_shows_the_texts_masked(scene: Scene) -> None:
         _chat_masked(shown[f"{where}: chat"], mask)
         assert shown[f"{where}: chat c2"]["header"]["line2"] == f"50%: {mask}"  # H2
         assert shown[f"{where}: chat c3"]["header"]["line2"] == mask  # the workspace
+        assert shown[f"{where}: chat c4"]["header"]["line2"] == mask  # the hello's subtitle
+        deltas = [d["text"] for k, d in scene.streams[where] if k == "chat.delta"]
+        assert mask in "".join(deltas), deltas
         assert {r["title"] for r in shown[f"{where}: list"]["rows"]} == {mask}
         starters = shown[f"{where}: new"]["starters"]
         assert [(s["label"], s["description"]) for s in starters] == [(mask, mask)] * 2
@@ -808,6 +844,8 @@ async def test_X1_each_surface_shows_the_texts_masked(scene: Scene) -> None:
         raised = [d for k, d in scene.streams[where] if k == "ask.raised"]
         assert [d["ask"]["reasons"] for d in raised] == [[mask, mask]] * 2
         assert {d["ask"]["arguments"][0]["name"] for d in raised} == {mask}
+    # The agent's reason for a reply that found the ask closed (the form, tapped on the lead).
+    assert [v["card"]["line"] for v in shown["lead: answers"]] == [mask, mask]
     alerts = [
         json.loads(scene.surfaces[name]) for name in ("APNs (direct)", "APNs (lead's device)")
     ]
