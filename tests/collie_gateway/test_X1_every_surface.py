@@ -99,6 +99,10 @@ KNOWN = {
     "hello.runtime": "the dashboard row's line 2 (views/dashboard.py agent_row, through "
     "services/rows.py Rows, on the dashboard and its dashboard.row events): gateway.py "
     "builds Rows without redact=self.redact",
+    "page.next_cursor": "L6's load_more href on the list and its list events: the agent's "
+    "cursor, which the phone must send back as it is (the closed page read above takes it); "
+    "wire/messages.py types ConversationPage.next_cursor Label, not VERBATIM, so texts() and "
+    "masked() call it a text",
 }
 AGENT = "/api/v1/agents/desk"
 CHAT = AGENT + "/conversations/c1"
@@ -233,6 +237,7 @@ class Planted:
     form: Ask
     live: Item  # not final: its text grows by ``delta``
     delta: ItemDelta
+    closed: ConversationPage  # the first page of closed conversations, with a next cursor
     replied: dict[str, ReplyResult]
     refused: CommandResult
     rejected: ErrorBody
@@ -245,6 +250,7 @@ class Planted:
             self.conversation,
             self.live,
             self.delta,
+            self.closed,
             *self.replied.values(),
             self.refused,
             self.rejected,
@@ -253,7 +259,7 @@ class Planted:
 
 def plant() -> Planted:
     p = Planter()
-    features = [f for f in FEATURES if f not in ("history", "reopen")]
+    features = [f for f in FEATURES if f != "reopen"]
     hello = p.build(Hello, "hello", wire=1, features=features)
     starters = p.build(StarterList, "starters")
     permission = p.build(Ask, "ask", id="a1", conversation="c1", kind="permission", version=1)
@@ -264,11 +270,24 @@ def plant() -> Planted:
     )
     live = p.build(Item, "live", id="i-live", kind="reply", final=False, at=None)
     delta = p.build(ItemDelta, "delta", conversation_id="c1", item_id="i-live")
+    gone = p.build(Conversation, "closed", id="c9", state="closed", asks=[], items=None)
+    closed = p.build(ConversationPage, "page", conversations=[gone], keeps_list=True)
     replied = {"a1": p.build(ReplyResult, "reply"), "a2": p.build(ReplyResult, "not_open")}
     refused = p.build(CommandResult, "command", conversation_id=None)
     rejected = p.build(ErrorBody, "error")
     return Planted(
-        p, hello, starters, conversation, permission, form, live, delta, replied, refused, rejected
+        p,
+        hello,
+        starters,
+        conversation,
+        permission,
+        form,
+        live,
+        delta,
+        closed,
+        replied,
+        refused,
+        rejected,
     )
 
 
@@ -327,8 +346,8 @@ class WireAgent:
         if method == "GET" and path == "/starters":
             return self._json(self.planted.starters)
         if method == "GET" and path == "/conversations":
-            if request.query.get("state") != "open":
-                return self._json(ErrorBody(error="no_history"), status=404)
+            if request.query.get("state") == "closed":
+                return self._closed(request.query.get("cursor"))
             listed = [msgspec.structs.replace(c, items=None) for c in self.conversations.values()]
             return self._json(ConversationPage(conversations=listed), snapshot=True)
         if method == "GET" and path.startswith("/conversations/"):
@@ -345,6 +364,15 @@ class WireAgent:
         if method == "POST" and path.startswith("/conversations/"):
             return self._json(self.planted.refused)
         return self._json(ErrorBody(error="not_found"), status=404)
+
+    def _closed(self, cursor: str | None) -> web.Response:
+        """The closed conversations: the planted page, then an empty last one."""
+        first = self.planted.closed
+        if cursor is None:
+            return self._json(first, snapshot=True)
+        if cursor == first.next_cursor:
+            return self._json(ConversationPage(), snapshot=True)
+        return self._json(ErrorBody(error="bad_request"), status=400)
 
     async def _reply(self, request: web.Request, ask_id: str) -> web.Response:
         reply = decode(await request.read(), Reply)
@@ -624,6 +652,9 @@ async def screens(member: GatewayProcess, lead: GatewayProcess, after: str = "")
         on_lead = "/api/v1/dashboard" if name == "dashboard" else ON_LEAD + tail
         out[f"phone: {name} {after}".strip()] = await member.get(on_member)
         out[f"lead: {name} {after}".strip()] = await lead.get(on_lead)
+    for where, gateway in (("phone", member), ("lead", lead)):  # L6: "Load more"
+        footer = out[f"{where}: list {after}".strip()]["footer"]
+        out[f"{where}: closed {after}".strip()] = await gateway.get(footer["href"])
     out[f"phone: push log {after}".strip()] = await member.get("/api/v1/pushes")
     return out
 
@@ -726,6 +757,7 @@ SURFACES = (
     "phone: chat c3",
     "phone: chat c4",
     "phone: new",
+    "phone: closed",
     "phone: command answers",
     "phone: answers",
     "phone: push log",
@@ -747,6 +779,7 @@ SURFACES = (
     "lead: chat c3",
     "lead: chat c4",
     "lead: new",
+    "lead: closed",
     "lead: command answers",
     "lead: answers",
     "lead: chat after",
@@ -769,7 +802,10 @@ async def test_X1_no_secret_leaves_on(scene: Scene, surface: str) -> None:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="KNOWN: fixed in gateway.py, then drop the entry")
+@pytest.mark.xfail(
+    strict=True,
+    reason="KNOWN: each needs gateway.py or wire/messages.py; drop its entry once closed",
+)
 @pytest.mark.asyncio(loop_scope="module")
 async def test_X1_the_known_leaks_are_closed(scene: Scene) -> None:
     for surface, text in scene.surfaces.items():
@@ -835,6 +871,7 @@ async def test_X1_each_surface_shows_the_texts_masked(scene: Scene) -> None:
         deltas = [d["text"] for k, d in scene.streams[where] if k == "chat.delta"]
         assert mask in "".join(deltas), deltas
         assert {r["title"] for r in shown[f"{where}: list"]["rows"]} == {mask}
+        assert [r["title"] for r in shown[f"{where}: list"]["closed"]] == [mask]
         starters = shown[f"{where}: new"]["starters"]
         assert [(s["label"], s["description"]) for s in starters] == [(mask, mask)] * 2
         assert shown[f"{where}: agent"]["runtime"] == mask
@@ -844,6 +881,8 @@ async def test_X1_each_surface_shows_the_texts_masked(scene: Scene) -> None:
         raised = [d for k, d in scene.streams[where] if k == "ask.raised"]
         assert [d["ask"]["reasons"] for d in raised] == [[mask, mask]] * 2
         assert {d["ask"]["arguments"][0]["name"] for d in raised} == {mask}
+    # The log at -v names the agent's sentence for the refused stop, masked.
+    assert f"AgentRejected: {mask}" in scene.surfaces["log: gateway -v"]
     # The agent's reason for a reply that found the ask closed (the form, tapped on the lead).
     assert [v["card"]["line"] for v in shown["lead: answers"]] == [mask, mask]
     alerts = [
