@@ -74,23 +74,28 @@ ALNUM = string.ascii_letters + string.digits
 WINDOW = 12  # no 12 characters of a secret may show anywhere
 NOW = datetime.now(UTC).replace(microsecond=0)
 ITEM_KINDS = ("user", "reply", "thinking", "notice", "markdown", "code", "link", "tool")
-# The words of VERBATIM open sets and the scalars, by ``Struct.field``, taken in turn.
-WORDS: dict[str, Iterator[Any]] = {
-    "Option.role": itertools.cycle(["allow", "deny"]),
-    "FormField.kind": itertools.cycle(["text", "select"]),
-    "Step.state": itertools.cycle(["done", "running"]),
-    "Argument.origin": itertools.cycle(["typed", "model", "result:lookup"]),
-    "Conversation.state": itertools.repeat("waiting"),
-    "Item.status": itertools.repeat("done"),
-    "Item.language": itertools.repeat("python"),
-    "Button.icon": itertools.repeat("play"),
-    "Item.final": itertools.repeat(True),
-    "Ask.irreversible": itertools.repeat(True),
-    "Ask.deadline": itertools.repeat(NOW + timedelta(hours=1)),
-    "ReplyResult.outcome": itertools.cycle(["accepted", "not_open"]),
-    "CommandResult.outcome": itertools.repeat("refused"),
-    "ErrorBody.error": itertools.repeat("conflict"),
-}
+
+
+def vocabulary() -> dict[str, Iterator[Any]]:
+    """The words of VERBATIM open sets and the scalars, by ``Struct.field``, taken in turn."""
+    return {
+        "Option.role": itertools.cycle(["allow", "deny"]),
+        "FormField.kind": itertools.cycle(["text", "select"]),
+        "Step.state": itertools.cycle(["done", "running"]),
+        "Argument.origin": itertools.cycle(["typed", "model", "result:lookup"]),
+        "Conversation.state": itertools.repeat("waiting"),
+        "Item.status": itertools.repeat("done"),
+        "Item.language": itertools.repeat("python"),
+        "Button.icon": itertools.repeat("play"),
+        "Item.final": itertools.repeat(True),
+        "Ask.irreversible": itertools.repeat(True),
+        "Ask.deadline": itertools.repeat(NOW + timedelta(hours=1)),
+        "ReplyResult.outcome": itertools.cycle(["accepted", "not_open"]),
+        "CommandResult.outcome": itertools.repeat("refused"),
+        "ErrorBody.error": itertools.repeat("conflict"),
+    }
+
+
 APNS_TOKEN, RELAY_TOKEN, LEAD_TOKEN = "b2" * 32, "a1" * 32, "c3" * 32
 FCM_TOKEN = "fcm-token-" + "y" * 140
 # Leaks this branch leaves, by planted field: where each is sent. Its strict xfail test
@@ -126,6 +131,7 @@ class Planter:
     planted: dict[str, str] = field(default_factory=dict)
     owners: set[str] = field(default_factory=set)  # the ``Struct.field`` of each text
     numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    words: dict[str, Iterator[Any]] = field(default_factory=vocabulary)
 
     def secret(self, path: str, owner: str) -> str:
         self.owners.add(owner)
@@ -148,8 +154,8 @@ class Planter:
         return cls(**values)
 
     def fill(self, t: mi.Type, path: str, owner: str) -> Any:
-        if owner in WORDS:
-            return next(WORDS[owner])
+        if owner in self.words:
+            return next(self.words[owner])
         if isinstance(t, mi.Metadata):
             if t.extra and t.extra.get(next(iter(VERBATIM))):
                 return self.verbatim(t.type, path)
@@ -296,8 +302,9 @@ def plant() -> Planted:
 
 @dataclass
 class WireAgent:
-    """A wire v1 agent written from wire/SPEC.md: one open conversation at most, an event
-    log replayed from ``Last-Event-ID``, replies accepted and resolved."""
+    """A wire v1 agent written from wire/SPEC.md: its open conversations and a page of closed
+    ones, an event log replayed from ``Last-Event-ID``, each reply answered and its ask
+    resolved, every other command refused."""
 
     planted: Planted
     conversations: dict[str, Conversation] = field(default_factory=dict)
