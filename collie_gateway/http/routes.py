@@ -66,7 +66,7 @@ from collie_gateway.views.cards import outcome_line
 from collie_gateway.views.chat import Chat, LineState, MyLine
 from collie_gateway.views.dashboard import Dashboard
 from collie_gateway.views.listing import ConversationList
-from collie_gateway.views.text import LABEL_LIMIT, TITLE_LIMIT, clean
+from collie_gateway.views.text import LABEL_LIMIT, TITLE_LIMIT, Redact, clean
 from wire.errors import RemoteWireError
 from wire.messages import (
     WIRE_VERSION,
@@ -142,7 +142,9 @@ async def agent_home(request: web.Request) -> web.Response:
             agent=name,
             state=mirror.state,
             reason=reason,
-            runtime=hello.runtime if hello else None,
+            runtime=mask_of(request)(hello.runtime)
+            if hello and hello.runtime is not None
+            else None,
             features=list(hello.features) if hello else [],
             warning=warning,
             conversations=f"/api/v1/agents/{quote(name, safe='')}/conversations",
@@ -399,25 +401,32 @@ async def chat(request: web.Request) -> web.Response:
     except AgentRejected as exc:
         if exc.status == 404:
             return json_error(404, "not_found", "no such conversation")
-        return json_error(502, exc.code or "agent_error", phone_reason(exc, cat, "chat read"))
+        return json_error(
+            502, exc.code or "agent_error", phone_reason(exc, cat, "chat read", mask_of(request))
+        )
     except AgentUnreachable as exc:
-        return json_error(504, "no_answer", phone_reason(exc, cat, "chat read"))
+        return json_error(504, "no_answer", phone_reason(exc, cat, "chat read", mask_of(request)))
     except RemoteWireError as exc:
-        return json_error(502, "agent_error", phone_reason(exc, cat, "chat read"))
+        return json_error(502, "agent_error", phone_reason(exc, cat, "chat read", mask_of(request)))
     view.event_id = bus.last_id  # subscribe after it: nothing twice
     return encoded(view)
 
 
-def phone_reason(exc: Exception, cat: Catalogue, doing: str) -> str:
+def mask_of(request: web.Request) -> Redact:
+    """The mask (X1) of every agent's text this gateway shows, as the chats use it."""
+    return request.app[CHATS].redact
+
+
+def phone_reason(exc: Exception, cat: Catalogue, doing: str, redact: Redact) -> str:
     """What the phone reads for a failed call to an agent: catalogue words, never an
     exception's name or an address (those go to the log). An agent's own sentence in an
-    error body (wire §13) is the agent's text, shown cleaned."""
+    error body (wire §13) is the agent's text, shown cleaned and masked (X1)."""
     log.info("%s failed: %s: %s", doing, type(exc).__name__, exc)
     if isinstance(exc, VersionRefused):  # R5's words, in the phone's language
         return cat.fmt("version_mismatch", theirs=exc.theirs, ours=WIRE_VERSION)
     if isinstance(exc, AgentRejected):
         if exc.code and str(exc):
-            return clean(str(exc), TITLE_LIMIT).text
+            return clean(str(exc), TITLE_LIMIT, redact=redact).text
         return cat["error_refused"]
     if isinstance(exc, RemoteWireError):
         return cat["error_not_understood"]
@@ -425,13 +434,13 @@ def phone_reason(exc: Exception, cat: Catalogue, doing: str) -> str:
 
 
 def _command_answer(
-    result: CommandResult | None, cat: Catalogue, error: str | None
+    result: CommandResult | None, cat: Catalogue, error: str | None, redact: Redact
 ) -> CommandAnswer:
     if result is None:
         return CommandAnswer(outcome="uncertain", message=error)
     message = cat["moved_on"] if result.outcome == "moved_on" else result.reason
     if message is not None:
-        message = clean(message, TITLE_LIMIT).text
+        message = clean(message, TITLE_LIMIT, redact=redact).text
     return CommandAnswer(
         outcome=result.outcome, message=message, conversation_id=result.conversation_id
     )
@@ -459,7 +468,7 @@ async def _run_command(
 ) -> web.Response:
     """Send a command; ``not_found`` is the message for that outcome (else the agent's word)."""
     agents = request.app[AGENTS]
-    cat = words(request)
+    cat, mask = words(request), mask_of(request)
     if not declared(request, agent, feature):
         return unsupported(cat)
     try:
@@ -467,11 +476,11 @@ async def _run_command(
         if result.outcome == "not_found" and not_found is not None:
             result = msgspec.structs.replace(result, reason=not_found)
     except (AgentUnreachable, RemoteWireError) as exc:
-        return encoded(_command_answer(None, cat, phone_reason(exc, cat, path)))
+        return encoded(_command_answer(None, cat, phone_reason(exc, cat, path, mask), mask))
     except AgentRejected as exc:
-        refused = CommandResult(outcome="refused", reason=phone_reason(exc, cat, path))
-        return encoded(_command_answer(refused, cat, None))
-    return encoded(_command_answer(result, cat, None))
+        refused = CommandResult(outcome="refused", reason=phone_reason(exc, cat, path, mask))
+        return encoded(_command_answer(refused, cat, None, mask))
+    return encoded(_command_answer(result, cat, None, mask))
 
 
 def _conv_path(request: web.Request, tail: str) -> str:
@@ -506,12 +515,16 @@ async def send_message(request: web.Request) -> web.Response:
         outcome = result.outcome
         message = cat["moved_on"] if outcome == "moved_on" else result.reason
         if message is not None:
-            message = clean(message, TITLE_LIMIT).text
+            message = clean(message, TITLE_LIMIT, redact=mask_of(request)).text
     except (AgentUnreachable, RemoteWireError) as exc:
         log.info("message %s: not sure it arrived: %s", body.request_id, exc)
         state, outcome, message = LineState.NOT_CONFIRMED, "uncertain", None
     except AgentRejected as exc:
-        state, outcome, message = LineState.NOT_SENT, "refused", phone_reason(exc, cat, "message")
+        state, outcome, message = (
+            LineState.NOT_SENT,
+            "refused",
+            phone_reason(exc, cat, "message", mask_of(request)),
+        )
     chats.line_state(agent, conv_id, body.request_id, state)
     labels = {
         LineState.SENT: cat["chat_sent"],
@@ -569,6 +582,7 @@ async def new_page(request: web.Request) -> web.Response:
     agents = request.app[AGENTS]
     cat = words(request)
     mirror = agents.mirrors[agent]
+    mask = mask_of(request)
     starters: list[Starter] = []
     error = None
     if mirror.hello is not None and mirror.hello.has("starters"):
@@ -580,8 +594,10 @@ async def new_page(request: web.Request) -> web.Response:
     rows = [
         NewStarter(
             id=s.id,
-            label=clean(s.label, LABEL_LIMIT).text,
-            description=clean(s.description, TITLE_LIMIT).text if s.description else None,
+            label=clean(s.label, LABEL_LIMIT, redact=mask).text,
+            description=clean(s.description, TITLE_LIMIT, redact=mask).text
+            if s.description
+            else None,
         )
         for s in starters
     ]
@@ -654,7 +670,7 @@ def _answer_view(
     record: Record | None,
 ) -> AnswerView:
     state = tap_state(outcome, request_id, reason, record)
-    line = outcome_line(state, words(request))
+    line = outcome_line(state, words(request), mask_of(request))  # the agent's reason (X1)
     return AnswerView(
         request_id=request_id,
         outcome=outcome,

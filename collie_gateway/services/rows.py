@@ -35,6 +35,7 @@ class Rows:
         spaces: Sequence[str],
         publish: Publish,
         members: Callable[[], list[Section]],
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.sources = list(sources)
         self._by_name = {s.name: s for s in sources}
@@ -44,6 +45,7 @@ class Rows:
         self.spaces = tuple(spaces)
         self.publish = publish
         self.members = members
+        self.redact = redact  # the agents' runtimes (X1); None: shown as said
         self._rows: dict[str, EncodedRow] = {}  # each agent's row, as last encoded
         # Each agent's row in another language: (the default's row it follows, the row).
         self._worded: dict[tuple[str, str], tuple[EncodedRow, EncodedRow]] = {}
@@ -59,7 +61,7 @@ class Rows:
             self.publish("dashboard.row", encoded.raw, lambda t: self.row(name, worded(t)).raw)
 
     def _encode(self, name: str, catalogue: Catalogue) -> EncodedRow:
-        row = agent_row(self._by_name[name], self.mirror(name), catalogue)
+        row = agent_row(self._by_name[name], self.mirror(name), catalogue, self.redact)
         return EncodedRow(msgspec.Raw(_encoder.encode(row)), row.waiting)
 
     def row(self, name: str, catalogue: Catalogue | None = None) -> EncodedRow:

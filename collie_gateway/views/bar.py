@@ -134,18 +134,18 @@ def build_header(
     )
     progress = conv.progress
     if progress is not None and "progress" in features and conv.state in LIVE_STATES:
-        line = _step_line(progress, catalogue)
+        line = _step_line(progress, catalogue, redact)
         if line is not None:
             return _with_line2(header, line, "step")
         percent = _percent(progress.percent)
-        label = _label(progress.label)
+        label = _label(progress.label, redact)
         if percent is not None and label:
             text = catalogue.fmt("progress_percent", percent=_percent_text(percent), label=label)
             return _with_line2(header, text, "percent", percent)
     subtitle = clean(conv.subtitle or "", TITLE_LIMIT, redact=redact).text.strip()
     if subtitle:
         return _with_line2(header, subtitle, "subtitle")
-    workspace = clean(conv.workspace or "", TITLE_LIMIT).text.strip()
+    workspace = clean(conv.workspace or "", TITLE_LIMIT, redact=redact).text.strip()
     if workspace:
         return _with_line2(header, workspace, "workspace")
     fallback = clean(agent_subtitle or "", TITLE_LIMIT, redact=redact).text.strip()
@@ -154,8 +154,15 @@ def build_header(
     return header
 
 
-def build_bar(conv: Conversation, features: Collection[str], catalogue: Catalogue) -> Bar:
+def build_bar(
+    conv: Conversation,
+    features: Collection[str],
+    catalogue: Catalogue,
+    *,
+    redact: Redact | None = None,
+) -> Bar:
     """The bottom bar (B1, B2): only declared controls (G1), each carrying ``conv.turn`` (B3).
+    An agent button's label is masked (X1) before it is cut.
 
     Steer and Stop are usable only while a turn runs (working or waiting). An agent button
     with ``busy`` shows a spinner, one with ``disabled`` is dimmed; neither taps. In a closed
@@ -182,7 +189,7 @@ def build_bar(conv: Conversation, features: Collection[str], catalogue: Catalogu
                 Control(
                     kind="button",
                     button_id=button.id,
-                    label=clean(button.label, BUTTON_LABEL_LIMIT).text,
+                    label=clean(button.label, BUTTON_LABEL_LIMIT, redact=redact).text,
                     icon=button.icon if button.icon in ICONS else None,
                     turn=conv.turn,
                     tappable=not (dimmed or button.busy),
@@ -210,17 +217,17 @@ def _with_line2(header: Header, line: str, kind: Line2Kind, percent: float | Non
     )
 
 
-def _step_line(progress: Progress, catalogue: Catalogue) -> str | None:
+def _step_line(progress: Progress, catalogue: Catalogue, redact: Redact | None) -> str | None:
     steps = progress.steps or []
     for n, step in enumerate(steps, start=1):
         if step.state == "running":
-            label = clean(step.label, LABEL_LIMIT).text
+            label = clean(step.label, LABEL_LIMIT, redact=redact).text
             return catalogue.fmt("progress_step", n=n, total=len(steps), label=label)
     return None
 
 
-def _label(label: str | None) -> str:
-    return clean(label or "", LABEL_LIMIT).text.strip()
+def _label(label: str | None, redact: Redact | None) -> str:
+    return clean(label or "", LABEL_LIMIT, redact=redact).text.strip()
 
 
 def _percent(percent: float | None) -> float | None:

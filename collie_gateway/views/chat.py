@@ -199,7 +199,7 @@ def item_line(
     phones were sent); its final text is rendered (once: ``_render`` is cached).
 
     ``redact`` (``Redactor.mask``, or None: redaction off) masks secrets (X1) in the text, a
-    link's label and a tool's output. An item still being written shows its text masked as
+    link's label and a tool's name and output. An item still being written shows its text masked as
     it is written (``ShownText.live``: an unfinished word waits, so a secret's characters
     never show); its final text is masked whole."""
     writing = not item.final
@@ -231,7 +231,7 @@ def item_line(
             if url is not None:
                 line.host = real_host(item.label or item.url or "", url)
         case "tool":
-            line.tool = clean(item.name or "", LABEL_LIMIT).text
+            line.tool = clean(item.name or "", LABEL_LIMIT, redact=redact).text
             line.call_id = item.call_id
             line.status = item.status
             if item.output is not None:
@@ -346,7 +346,7 @@ def build_chat(
         ),
         lines=lines,
         cards=cards,
-        bar=None if read_only else build_bar(conv, ctx.features, cat),
+        bar=None if read_only else build_bar(conv, ctx.features, cat, redact=ctx.redact),
         menu=build_menu(conv, ctx.features, cat),
         dots=dots,
         composer=composer,

@@ -11,7 +11,7 @@ import msgspec
 from collie_gateway.core.mirror import AgentMirror, LinkState
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
-from collie_gateway.views.text import LABEL_LIMIT, clean
+from collie_gateway.views.text import LABEL_LIMIT, Redact, clean
 
 _STATE_KEYS = {
     LinkState.STARTING: "state_starting",
@@ -117,10 +117,13 @@ class Dashboard(msgspec.Struct, kw_only=True):
     pending_only: bool
 
 
-def agent_row(source: Source, mirror: AgentMirror, catalogue: Catalogue) -> AgentRow:
-    """One row, worded as D2–D6 say."""
+def agent_row(
+    source: Source, mirror: AgentMirror, catalogue: Catalogue, redact: Redact | None = None
+) -> AgentRow:
+    """One row, worded as D2–D6 say; the runtime the agent said is masked (X1)."""
     said = mirror.hello.runtime if mirror.hello else None
-    runtime = clean(said or "", LABEL_LIMIT).text.strip() or catalogue["runtime_default"]
+    runtime = clean(said or "", LABEL_LIMIT, redact=redact).text.strip()
+    runtime = runtime or catalogue["runtime_default"]
     reach = catalogue["reach_local"] if source.local else catalogue["reach_remote"]
     ready = mirror.state is LinkState.READY
     waiting = mirror.waiting_count if ready else 0

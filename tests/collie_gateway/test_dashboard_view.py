@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from collie_gateway.core.mirror import AgentMirror, LinkState
+from collie_gateway.core.redact import Redactor
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.dashboard import AgentRow, Dashboard, agent_row, build_dashboard
@@ -94,6 +95,13 @@ def test_D3_no_hello_yet_reads_durable() -> None:
 )
 def test_D3_runtime_is_cleaned(runtime: str, shown: str) -> None:
     assert row(runtime=runtime).line2 == f"{shown}, local"
+
+
+def test_X1_the_runtime_an_agent_said_is_masked() -> None:
+    said = "pi ghp_KBJHFhMpKYolVviUsb6QL4PC6TMF3ctIJnlg"
+    m = mirror("desk", runtime=said)
+    masked = agent_row(LOCAL, m, CAT, Redactor().mask)
+    assert (masked.line2, masked.runtime) == ("pi ghp_••••, local", "pi ghp_••••")
 
 
 @pytest.mark.parametrize(
