@@ -121,7 +121,9 @@ class Gateway:
             mask=self.redact,
         )
         sections = self.crew.sections
-        self.rows = Rows(s.sources, self.agents.mirror, s.languages, s.spaces, publish, sections)
+        self.rows = Rows(
+            s.sources, self.agents.mirror, s.languages, s.spaces, publish, sections, self.redact
+        )
         self.router = self._router()
         clock, monotonic = s.clock, asyncio.get_running_loop().time
         self.phones = Phones(

@@ -37,6 +37,8 @@ Text = Annotated[str, Meta(max_length=MAX_TEXT)]
 # The value of an open set (a kind, a state, a role, an origin): a word of the protocol.
 Kind = Annotated[str, Meta(max_length=MAX_LABEL, extra=VERBATIM)]
 Url = Annotated[str, Meta(max_length=MAX_TEXT, extra=VERBATIM)]
+# An agent's opaque cursor, sent back to it as it is.
+Cursor = Annotated[str, Meta(max_length=MAX_LABEL, extra=VERBATIM)]
 Count = Annotated[int, Meta(ge=0, le=2**53 - 1)]
 Version = Annotated[int, Meta(ge=0, le=2**53 - 1)]
 Length = Annotated[int, Meta(ge=1, le=2**53 - 1)]
@@ -289,7 +291,7 @@ class ConversationPage(Base, frozen=True, kw_only=True):
     closed conversations (spec L6), which is not the same as an empty page."""
 
     conversations: Annotated[list[Conversation], Meta(max_length=100_000)] = []
-    next_cursor: Label | None = None
+    next_cursor: Cursor | None = None
     keeps_list: bool = True
 
 

@@ -174,8 +174,21 @@ def _json(value: Any, mask: Mask) -> Any:
         pairs = [(_json(k, mask), _json(v, mask)) for k, v in value.items()]
         if all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items(), strict=True)):
             return value
-        return dict(pairs)
+        return _distinct(pairs)
     return value
+
+
+def _distinct(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """The pairs as a dict; keys that masked alike are numbered (``"ghp_•••• (2)"``), so no
+    value is lost."""
+    out: dict[Any, Any] = {}
+    for key, val in pairs:
+        name, n = key, 1
+        while name in out:
+            n += 1
+            name = f"{key} ({n})"
+        out[name] = val
+    return out
 
 
 def _unchanged(value: Any, mask: Mask) -> Any:

@@ -98,17 +98,6 @@ def vocabulary() -> dict[str, Iterator[Any]]:
 
 APNS_TOKEN, RELAY_TOKEN, LEAD_TOKEN = "b2" * 32, "a1" * 32, "c3" * 32
 FCM_TOKEN = "fcm-token-" + "y" * 140
-# Leaks this branch leaves, by planted field: where each is sent. Its strict xfail test
-# fails once one is closed: drop the entry then.
-KNOWN = {
-    "hello.runtime": "the dashboard row's line 2 (views/dashboard.py agent_row, through "
-    "services/rows.py Rows, on the dashboard and its dashboard.row events): gateway.py "
-    "builds Rows without redact=self.redact",
-    "page.next_cursor": "L6's load_more href on the list and its list events: the agent's "
-    "cursor, which the phone must send back as it is (the closed page read above takes it); "
-    "wire/messages.py types ConversationPage.next_cursor Label, not VERBATIM, so texts() and "
-    "masked() call it a text",
-}
 AGENT = "/api/v1/agents/desk"
 CHAT = AGENT + "/conversations/c1"
 ON_LEAD = "/api/v1/machines/workshop/agents/desk"
@@ -803,24 +792,19 @@ SURFACES = (
 async def test_X1_no_secret_leaves_on(scene: Scene, surface: str) -> None:
     text = scene.surfaces[surface]
     assert text, f"{surface}: nothing was read"
-    leaks = {p: around for p, around in _leaks(scene, text).items() if p not in KNOWN}
+    leaks = _leaks(scene, text)
     assert not leaks, f"{surface} leaks {len(leaks)} fields:\n" + "\n".join(
         f"  {path}: …{around}…" for path, around in sorted(leaks.items())
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KNOWN: each needs gateway.py or wire/messages.py; drop its entry once closed",
-)
 @pytest.mark.asyncio(loop_scope="module")
-async def test_X1_the_known_leaks_are_closed(scene: Scene) -> None:
-    for surface, text in scene.surfaces.items():
-        known = set(_leaks(scene, text)) & set(KNOWN)
-        assert not known, (surface, {path: KNOWN[path] for path in known})
+async def test_X1_the_agents_runtime_shows_masked_on_its_dashboard_row(scene: Scene) -> None:
     mask = Redactor().mask(next(iter(scene.planted.planter.planted)))
     for where in ("phone", "lead"):
-        [row] = [r for s in scene.shown[f"{where}: dashboard"]["sections"] for r in s["rows"] or []]
+        [row] = [
+            r for s in scene.shown[f"{where}: dashboard"]["sections"] for r in s.get("rows") or []
+        ]
         assert row["line2"].startswith(mask + ", "), row
 
 

@@ -134,3 +134,10 @@ def test_X1_log_lines_are_masked_with_their_arguments_and_tracebacks() -> None:
     assert "answer refused by the agent: token ghp_•" in text
     assert "ValueError: bad key ghp_•" in text
     assert len(handler.filters) == 1
+
+
+def test_X1_keys_that_mask_alike_keep_every_value() -> None:
+    other = "ghp_" + "Zz9yX8wV7uT6sR5qP4oN3mL2kJ1iH0gF9eD8"
+    arg = Argument(name="env", value={KEY: 1, other: [2], "plain": 3})
+    shown = masked(arg, Redactor().mask)
+    assert shown.value == {"ghp_••••": 1, "ghp_•••• (2)": [2], "plain": 3}
