@@ -416,11 +416,12 @@ def sql_uses(path: Path) -> list[tuple[int, str]]:
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
-        names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
+        else:
+            continue
         for name in names:
             if any(name == m or name.startswith(m + ".") for m in SQL_MODULES):
                 found.append((node.lineno, name))
