@@ -22,7 +22,7 @@ def utc_now() -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Everything ``create_app`` needs.
+    """Everything ``serving.gateway_app`` needs.
 
     Usage: ``Settings(sources=load_sources(path), db_path=Path("collie.db"))``.
     """
