@@ -1,4 +1,4 @@
-"""Helper process: one gateway, built as the tests build it (``create_app(Settings(...))``),
+"""Helper process: one gateway, built as the tests build it (``gateway_app(Settings(...))``),
 serving the phone API on 127.0.0.1 (a free port), and measuring itself.
 
 Run by the benches: ``python bench/_gateway.py --sources S.json --db G.db [--tracemalloc]
@@ -30,7 +30,7 @@ from aiohttp import web
 
 from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.gateway import Gateway
-from collie_gateway.http.app import GATEWAY, create_app
+from collie_gateway.serving import GATEWAY, gateway_app
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
 
@@ -213,7 +213,7 @@ async def main(args: argparse.Namespace) -> None:
     if profiler is not None:
         profiler.enable()
     started = time.perf_counter()
-    app = create_app(settings)
+    app = gateway_app(settings)
     runner = web.AppRunner(app)
     await runner.setup()
     sock = socket.create_server(("127.0.0.1", 0))

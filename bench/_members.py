@@ -1,5 +1,5 @@
 """Helper process: the member gateways of a crew for ``crew_bench.py``, each built as the
-tests build a gateway (``create_app(Settings(...))``) and served on 127.0.0.1 (a free port),
+tests build a gateway (``gateway_app(Settings(...))``) and served on 127.0.0.1 (a free port),
 all in this one process (so the lead's process measures only itself).
 
 Run by the bench: ``python bench/_members.py SPEC.json``. The spec::
@@ -28,7 +28,7 @@ from typing import Any
 from _common import HELPER_MAX_SECONDS, rss_kib, say, serve_commands
 from aiohttp import web
 
-from collie_gateway.http.app import GATEWAY, create_app
+from collie_gateway.serving import GATEWAY, gateway_app
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_sources
 
@@ -47,7 +47,7 @@ async def main(spec: Any) -> None:
                 port=0,
                 machine=member["name"],
             )
-            app = create_app(settings)
+            app = gateway_app(settings)
             runner = web.AppRunner(app, shutdown_timeout=0.5)
             await runner.setup()
             sock = socket.create_server(("127.0.0.1", 0))

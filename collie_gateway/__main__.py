@@ -31,7 +31,6 @@ from collie_gateway import phones_cli, serving
 from collie_gateway.core.phones import spaced_fingerprint
 from collie_gateway.core.redact import redactor_from_env
 from collie_gateway.errors import ConfigError, GatewayError
-from collie_gateway.http.app import create_app
 from collie_gateway.logmask import mask_logs
 from collie_gateway.services.pushing import VAPID_SUBJECT
 from collie_gateway.services.targets import PushTargets, TargetsFactory
@@ -456,7 +455,7 @@ def _serve(settings: Settings) -> int:
         from collie_gateway.store.pg.database import check
 
         asyncio.run(check(settings.database_url))
-    app = create_app(settings)
+    app = serving.gateway_app(settings)
     app.on_startup.append(_freeze)
     if settings.unix_path is not None:
         # Created 0600 from the start: no moment when another user could connect.

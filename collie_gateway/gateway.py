@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import functools
 
-from collie_gateway.core.answers import Tap
 from collie_gateway.core.redact import Redactor
 from collie_gateway.services.agents import Agents
+from collie_gateway.services.answered import tell_answered
 from collie_gateway.services.answering import Answering
 from collie_gateway.services.answers import Answers
 from collie_gateway.services.chats import ChatConfig, Chats
-from collie_gateway.services.crew import Crew
-from collie_gateway.services.phonebus import Localize, PhoneBus
+from collie_gateway.services.crew import Crew, Duty
+from collie_gateway.services.phonebus import PhoneBus
 from collie_gateway.services.phones import Phones
 from collie_gateway.services.pushing import PushConfig, Pushing
 from collie_gateway.services.router import (
@@ -32,7 +32,6 @@ from collie_gateway.settings import Settings
 from collie_gateway.store.stores import Stores, open_stores
 from collie_gateway.workers import CREW_DUTY, Workers
 from push import Content
-from wire.messages import Ask
 
 REDACT_CACHE = 65_536  # titles masked on every visit are remembered (bench/chat_bench.py)
 
@@ -66,7 +65,7 @@ class Gateway:
         gw.supervisor.start()
         gw.tasks.spawn(gw.answers.resend_loop(settings.resend_interval), "resend-loop")
         if gw.stores.shared:  # a worker that died owing a push leaves it to the others
-            owed = gw.pushing.owed_loop(settings.resend_interval, gw._open_asks)
+            owed = gw.pushing.owed_loop(settings.resend_interval, gw.agents.open_asks)
             gw.tasks.spawn(owed, "owed-loop")
         gw.crew.restore(await gw.crew_repo.saved_rows())
         gw.crew.start()
@@ -75,16 +74,8 @@ class Gateway:
         else:  # one worker follows each agent: the one holding its lease
             routers = (gw.router, gw._router(quiet=True))
             duties = (CREW_DUTY,) if settings.crew else ()
-            gw.workers.start(
-                settings,
-                gw.agents,
-                gw.answers,
-                gw.ledger,
-                routers,
-                gw.tasks.spawn,
-                duties,
-                gw.mirrors_repo,
-            )
+            follow = (gw.agents, gw.answers, gw.ledger, routers, gw.tasks.spawn)
+            gw.workers.start(settings, *follow, duties, gw.mirrors_repo)
         return gw
 
     async def _build(self) -> None:
@@ -99,88 +90,26 @@ class Gateway:
         chat_config = ChatConfig(s.languages, s.clock, self.redact, items_mask)
         notes = self.stores.notes
         self.chats = Chats(self.agents, notes, self.answers.cards, publish, spawn, chat_config)
-        content = Content(
-            strings=s.catalogue,
-            redact=self.redact,
-            default_ttl=s.push_ttl,
-            languages={tag: s.languages.get(tag) for tag in s.languages.languages},
-        )
-        push_config = PushConfig(s.machine, s.apns_environment, s.clock, s.languages)
-        repo = self.stores.pushes
-        self.pushing = await Pushing.open(
-            repo, self.stores.notify, publish, push_config, content, s.push_targets
-        )
-        self.crew = Crew(
-            s.crew,
-            s.catalogue,
-            s.timing,
-            self._crew_publish,
-            self._member_ask,
-            self._member_rows,
-            self._member_ask_resolved,
-            mask=self.redact,
-        )
+        languages = {tag: s.languages.get(tag) for tag in s.languages.languages}
+        ttl, redact = s.push_ttl, self.redact
+        content = Content(strings=s.catalogue, redact=redact, default_ttl=ttl, languages=languages)
+        push = PushConfig(s.machine, s.apns_environment, s.clock, s.languages)
+        pushes, notify = self.stores.pushes, self.stores.notify
+        self.pushing = await Pushing.open(pushes, notify, publish, push, content, s.push_targets)
+        workers = self.workers  # with several, one worker tells the phones of the crew
+        holds = functools.partial(workers.holds, CREW_DUTY) if workers else lambda: True
+        duty = Duty(publish, self.pushing, self.crew_repo, spawn, holds)
+        self.crew = Crew(s.crew, s.catalogue, s.timing, duty, mask=self.redact)
         sections = self.crew.sections
         self.rows = Rows(
             s.sources, self.agents.mirror, s.languages, s.spaces, publish, sections, self.redact
         )
         self.router = self._router()
-        clock, monotonic = s.clock, asyncio.get_running_loop().time
-        self.phones = Phones(
-            self.stores.phones, admin_token=s.token, clock=clock, monotonic=monotonic
-        )
+        monotonic = asyncio.get_running_loop().time
+        phones, token = self.stores.phones, s.token
+        self.phones = Phones(phones, admin_token=token, clock=s.clock, monotonic=monotonic)
         await self.phones.start()
-        self.answers.on_accepted = self._answered
-
-    def _answered(self, tap: Tap) -> None:
-        """An answer the agent took: the webhooks are told which phone gave it."""
-        self.tasks.spawn(self._tell_answered(tap), "answered")
-
-    async def _tell_answered(self, tap: Tap) -> None:
-        phone = await self.phones.repo.phone(tap.phone) if tap.phone else None
-        named = {"phone_id": phone.phone_id, "name": phone.name} if phone else None
-        self.pushing.answered(tap.agent, tap.ask_id, tap.request_id, named)
-
-    def _open_asks(self) -> list[tuple[str, Ask, str | None]]:
-        """(agent, ask, pane) of every open ask of this gateway's agents."""
-        return [
-            (mirror.name, ask, conv.title)
-            for mirror in self.mirrors.values()
-            for conv in list(mirror.conversations.values())
-            for ask in conv.asks
-        ]
-
-    def _crew_elsewhere(self) -> bool:
-        """Another worker tells the phones of the crew (every worker follows its members)."""
-        return self.workers is not None and not self.workers.holds(CREW_DUTY)
-
-    def _crew_publish(self, type_: str, payload: object, localize: Localize | None = None) -> None:
-        """The crew's events, told by the one worker holding the crew's duty."""
-        if not self._crew_elsewhere():
-            self.bus.publish(type_, payload, localize)
-
-    def _member_ask(
-        self, machine: str, agent: str, ask: Ask, pane: str | None, from_snapshot: bool
-    ) -> None:
-        """A crew member's ask pushes under this gateway's limits, P3's key naming it (W4)."""
-        if self._crew_elsewhere():
-            return
-        push = self.pushing.ask_raised(
-            agent, ask, pane, from_snapshot=from_snapshot, machine=machine
-        )
-        self.tasks.spawn(push, "push")
-
-    def _member_ask_resolved(self, machine: str, agent: str, ask: Ask) -> None:
-        """A crew member's ask closed: a push still owed for it is not sent."""
-        if self._crew_elsewhere():
-            return
-        self.tasks.spawn(self.pushing.ask_resolved(agent, ask, machine=machine), "push")
-
-    def _member_rows(self, machine: str, rows: bytes) -> None:
-        """A member's last rows, shown after a restart until it answers (W1)."""
-        if self._crew_elsewhere():
-            return
-        self.tasks.spawn(self.crew_repo.save_rows(machine, rows), "crew-rows")
+        self.answers.on_accepted = tell_answered(self.stores.phones, self.pushing, spawn)
 
     def _router(self, *, quiet: bool = False) -> Router:
         """The sinks, in the order each hears what a link read (services/router.py);

@@ -1,4 +1,5 @@
-"""Serve the phone API until SIGTERM or SIGINT, then stop within a bounded time (README: Stopping).
+"""Serve the phone API until SIGTERM or SIGINT, then stop within a bounded time (README: Stopping);
+``gateway_app``: the phone API on a gateway (the composition root hands its services to the app).
 
 The first signal stops accepting, ends every live stream (phones reconnect with
 ``Last-Event-ID`` to the next run), gives requests in flight ``HTTP_GRACE`` seconds (an
@@ -12,22 +13,53 @@ than ``BACKSTOP`` seconds, the process exits the same way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import ssl
 import sys
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Final
 
 from aiohttp import web
+
+from collie_gateway.gateway import Gateway
+from collie_gateway.http.app import create_app
+from collie_gateway.settings import Settings
 
 log = logging.getLogger(__name__)
 
 HTTP_GRACE: Final = 1.0  # ours: requests in flight at a stop (answers) get this long
 BACKSTOP: Final = 4.5  # ours: a stop never takes longer (service managers wait 5 s or more)
 EXIT_CUT_SHORT: Final = 1  # "failed while running": the stop was cut short
+
+
+#: The gateway under an app of :func:`gateway_app`, once started: for tests and benchmarks (the
+#: routes use the services' own keys).
+GATEWAY = web.AppKey("gateway", Gateway)
+
+
+def gateway_app(settings: Settings, gateway: Gateway | None = None) -> web.Application:
+    """The phone API on ``gateway`` (left open), else on one opened at the app's start and
+    closed at its clean-up.
+
+    Raises:
+        ConfigError: as :func:`collie_gateway.http.app.check_settings`.
+    """
+
+    @contextlib.asynccontextmanager
+    async def rooms() -> AsyncIterator[Gateway]:
+        gw = gateway if gateway is not None else await Gateway.open(settings)
+        app[GATEWAY] = gw
+        yield gw
+        if gateway is None:
+            await gw.close()
+
+    app = create_app(settings, rooms)
+    return app
 
 
 def _exit_now(message: str) -> None:

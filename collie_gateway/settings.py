@@ -9,9 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from collie_gateway.core.reconnect import LinkTiming
-from collie_gateway.services.supervisor import Backoff
 from collie_gateway.services.targets import TargetsFactory
-from collie_gateway.sources import Member, Source
+from collie_gateway.sources import Backoff, Member, Source
 from collie_gateway.strings import Catalogue, Catalogues
 from collie_gateway.tls import Tls
 
@@ -23,7 +22,7 @@ def utc_now() -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Everything ``create_app`` needs.
+    """Everything ``serving.gateway_app`` needs.
 
     Usage: ``Settings(sources=load_sources(path), db_path=Path("collie.db"))``.
     """

@@ -16,7 +16,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from collie_gateway.errors import SourcesError
-from collie_gateway.services.supervisor import BridgeCommand
 
 _ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp", "mcp", "stalwart"})
 AGENTS_DIR = Path("~/.collie/agents")  # where a bridge's socket and state go by default
@@ -25,6 +24,29 @@ _MEMBER_KEYS = frozenset({"name", "url", "token_env", "fingerprint"})
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})  # spec D4, literally
 # Where a member's token may travel over plain http:// (it never leaves the machine).
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeCommand:
+    """A bridge to run: ``argv`` serves the agent on ``socket``; ``env`` is added to the
+    gateway's environment."""
+
+    name: str
+    argv: tuple[str, ...]
+    socket: Path
+    cwd: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Restart delays (seconds): ``first``, doubling up to ``cap``; a run longer than
+    ``stable`` starts again from ``first``."""
+
+    first: float = 0.5
+    cap: float = 30.0
+    stable: float = 10.0
+    grace: float = 5.0  # SIGTERM, then this long, then SIGKILL
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from push._jwt import es256
-from push._retry import RetryPolicy, parse_retry_after
+from push._retry import Again, RetryPolicy, Tries, parse_retry_after
 from push.errors import PayloadTooLarge
 from push.models import Delivery, Device, Environment, Message, Outcome, Provider
 from push.payloads import Content, apns_request, valid_apns_token
@@ -106,15 +106,13 @@ class ApnsClient:
         self._topic = topic
         self._content = content
         self._timeout = timeout
-        self._retry = retry or RetryPolicy()
+        self._tries = Tries("apns", log, retry or RetryPolicy(), sleep, rng)
         self._token_refresh = token_refresh
         self._urls = {
             Environment.PRODUCTION: production_url.rstrip("/"),
             Environment.SANDBOX: sandbox_url.rstrip("/"),
         }
         self._clock = clock
-        self._sleep = sleep
-        self._rng = rng
         self._token: _Token | None = None
         self.tokens_minted = 0
         self._http = httpx.AsyncClient(
@@ -169,52 +167,49 @@ class ApnsClient:
             return Delivery.of(device, Outcome.FAILED, reason="PayloadTooLarge")
         url = self._urls[device.environment] + req.path
         apns_id = stable_apns_id(note, device)
-        tries = requests = 0
+        requests = 0
         renewed = False
-        while True:
-            tries += 1
+
+        async def attempt() -> Delivery | Again:
+            nonlocal requests, renewed
             requests += 1
             jwt = self.provider_token()
             headers = {**req.headers, "authorization": f"bearer {jwt}", "apns-id": apns_id}
-            status: int | None = None
-            retry_after: float | None = None
             try:
                 async with asyncio.timeout(self._timeout):
                     resp = await self._http.post(url, content=req.body, headers=headers)
             except (TimeoutError, httpx.TimeoutException):
-                reason = "timeout"
+                return Again("timeout")
             except httpx.HTTPError as exc:
-                reason = f"connection: {type(exc).__name__}"
+                return Again(f"connection: {type(exc).__name__}")
             except Exception as exc:
                 log.exception("apns send failed unexpectedly for device %s", device.id)
                 reason = f"internal: {type(exc).__name__}"
                 return Delivery.of(device, Outcome.FAILED, reason, None, apns_id, requests)
-            else:
-                status = resp.status_code
-                body = _json_object(resp.content)
-                reason = str(body.get("reason") or f"HTTP {status}")
-                if status == 200:
-                    sent_id = resp.headers.get("apns-id", apns_id)
-                    return Delivery.of(device, Outcome.SENT, None, status, sent_id, requests)
-                if status == 403 and reason == "ExpiredProviderToken" and not renewed:
-                    renewed = True
-                    tries -= 1  # a renewed token is a resend, not a retry
-                    self._renew(jwt)
-                    continue
-                if status == 400 and reason in GONE_400:
-                    return Delivery.of(device, Outcome.GONE, reason, status, apns_id, requests)
-                if status == 410 and reason in GONE_410:
-                    outcome = Outcome.GONE if _gone_since(device, body) else Outcome.FAILED
-                    return Delivery.of(device, outcome, reason, status, apns_id, requests)
-                if status != 429 and status < 500:
-                    return Delivery.of(device, Outcome.FAILED, reason, status, apns_id, requests)
-                retry_after = parse_retry_after(resp.headers.get("retry-after"), self._clock())
-            delay = self._retry.delay(tries, retry_after, self._rng)
-            if delay is None:
-                outcome = Outcome.THROTTLED if status == 429 else Outcome.FAILED
+            status = resp.status_code
+            body = _json_object(resp.content)
+            reason = str(body.get("reason") or f"HTTP {status}")
+            if status == 200:
+                sent_id = resp.headers.get("apns-id", apns_id)
+                return Delivery.of(device, Outcome.SENT, None, status, sent_id, requests)
+            if status == 403 and reason == "ExpiredProviderToken" and not renewed:
+                renewed = True
+                self._renew(jwt)
+                return Again(reason, status, resend=True)
+            if status == 400 and reason in GONE_400:
+                return Delivery.of(device, Outcome.GONE, reason, status, apns_id, requests)
+            if status == 410 and reason in GONE_410:
+                outcome = Outcome.GONE if _gone_since(device, body) else Outcome.FAILED
                 return Delivery.of(device, outcome, reason, status, apns_id, requests)
-            log.debug("apns retry device=%s after %s in %.2fs", device.id, reason, delay)
-            await self._sleep(delay)
+            if status != 429 and status < 500:
+                return Delivery.of(device, Outcome.FAILED, reason, status, apns_id, requests)
+            retry_after = parse_retry_after(resp.headers.get("retry-after"), self._clock())
+            return Again(reason, status, retry_after)
+
+        def give_up(outcome: Outcome, last: Again) -> Delivery:
+            return Delivery.of(device, outcome, last.reason, last.status, apns_id, requests)
+
+        return await self._tries.run(device, attempt, give_up)
 
 
 def _gone_since(device: Device, body: dict[str, object]) -> bool:

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from push._jwt import rs256
-from push._retry import RetryPolicy, parse_retry_after
+from push._retry import Again, RetryPolicy, Tries, parse_retry_after
 from push._session import OwnedSession
 from push.errors import PayloadTooLarge
 from push.models import Delivery, Device, Message, Outcome, Provider
@@ -175,11 +175,9 @@ class FcmClient(OwnedSession):
         project = quote(account.project_id, safe="")
         self._send_url = f"{base_url.rstrip('/')}/v1/projects/{project}/messages:send"
         self._timeout = timeout
-        self._retry = retry or RetryPolicy()
+        self._tries = Tries("fcm", log, retry or RetryPolicy(), sleep, rng)
         self._margin = token_margin
         self._clock = clock
-        self._sleep = sleep
-        self._rng = rng
         self._access: _Access | None = None
         self._token_lock = asyncio.Lock()
         self.tokens_fetched = 0
@@ -249,12 +247,11 @@ class FcmClient(OwnedSession):
         except PayloadTooLarge:
             return Delivery.of(device, Outcome.FAILED, reason="PayloadTooLarge")
         body = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-        tries = requests = 0
+        requests = 0
         refreshed = False
-        while True:
-            tries += 1
-            status: int | None = None
-            retry_after: float | None = None
+
+        async def attempt() -> Delivery | Again:
+            nonlocal requests, refreshed
             try:
                 token = await self._access_token()
                 requests += 1
@@ -269,37 +266,34 @@ class FcmClient(OwnedSession):
                 reason = f"oauth: {failure.reason}"
                 if not failure.retryable:
                     return Delivery.of(device, Outcome.FAILED, reason, None, None, requests)
-                retry_after = failure.retry_after
+                return Again(reason, retry_after=failure.retry_after)
             except TimeoutError:
-                reason = "timeout"
+                return Again("timeout")
             except aiohttp.ClientError as exc:
-                reason = f"connection: {type(exc).__name__}"
+                return Again(f"connection: {type(exc).__name__}")
             except Exception as exc:
                 log.exception("fcm send failed unexpectedly for device %s", device.id)
                 reason = f"internal: {type(exc).__name__}"
                 return Delivery.of(device, Outcome.FAILED, reason, None, None, requests)
-            else:
-                if status == 200:
-                    name = _json_field(raw, "name")
-                    return Delivery.of(device, Outcome.SENT, None, status, name, requests)
-                err = _FcmError.parse(status, raw)
-                reason = err.code or f"HTTP {status}"
-                if status == 401 and err.code != "THIRD_PARTY_AUTH_ERROR" and not refreshed:
-                    refreshed = True
-                    tries -= 1  # a renewed token is a resend, not a retry
-                    self._invalidate(token)
-                    continue
-                if err.code == "UNREGISTERED" or err.token_invalid:
-                    return Delivery.of(device, Outcome.GONE, reason, status, None, requests)
-                if status != 429 and status < 500:
-                    return Delivery.of(device, Outcome.FAILED, reason, status, None, requests)
-                retry_after = parse_retry_after(retry_header, self._clock())
-            delay = self._retry.delay(tries, retry_after, self._rng)
-            if delay is None:
-                outcome = Outcome.THROTTLED if status == 429 else Outcome.FAILED
-                return Delivery.of(device, outcome, reason, status, None, requests)
-            log.debug("fcm retry device=%s after %s in %.2fs", device.id, reason, delay)
-            await self._sleep(delay)
+            if status == 200:
+                name = _json_field(raw, "name")
+                return Delivery.of(device, Outcome.SENT, None, status, name, requests)
+            err = _FcmError.parse(status, raw)
+            reason = err.code or f"HTTP {status}"
+            if status == 401 and err.code != "THIRD_PARTY_AUTH_ERROR" and not refreshed:
+                refreshed = True
+                self._invalidate(token)
+                return Again(reason, status, resend=True)
+            if err.code == "UNREGISTERED" or err.token_invalid:
+                return Delivery.of(device, Outcome.GONE, reason, status, None, requests)
+            if status != 429 and status < 500:
+                return Delivery.of(device, Outcome.FAILED, reason, status, None, requests)
+            return Again(reason, status, parse_retry_after(retry_header, self._clock()))
+
+        def give_up(outcome: Outcome, last: Again) -> Delivery:
+            return Delivery.of(device, outcome, last.reason, last.status, None, requests)
+
+        return await self._tries.run(device, attempt, give_up)
 
 
 def _json_field(raw: bytes, name: str) -> str | None:

@@ -25,7 +25,7 @@ import http_ece
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from push import vapid
-from push._retry import RetryPolicy, parse_retry_after
+from push._retry import Again, RetryPolicy, Tries, parse_retry_after
 from push._session import OwnedSession
 from push.errors import PayloadTooLarge
 from push.models import Delivery, Device, Forwarded, Message, Outcome, Provider, WebPushKeys
@@ -139,10 +139,8 @@ class WebPushClient(OwnedSession):
         self._content = content
         self._own(session, verify=verify, timeout=timeout)
         self._timeout = timeout
-        self._retry = retry or RetryPolicy()
+        self._tries = Tries("web push", log, retry or RetryPolicy(), sleep, rng)
         self._clock = clock
-        self._sleep = sleep
-        self._rng = rng
         self._tokens: dict[str, tuple[str, float]] = {}  # audience -> (header, expiry)
         self.tokens_signed = 0
 
@@ -199,10 +197,10 @@ class WebPushClient(OwnedSession):
         self, device: Device, url: str, headers: dict[str, str], body: bytes
     ) -> Delivery:
         tries = 0
-        while True:
+
+        async def attempt() -> Delivery | Again:
+            nonlocal tries
             tries += 1
-            status: int | None = None
-            retry_after: float | None = None
             try:
                 auth = {"Authorization": self.authorization(url)}
                 async with (
@@ -214,27 +212,25 @@ class WebPushClient(OwnedSession):
                     status, location = resp.status, resp.headers.get("Location")
                     retry_header = resp.headers.get("Retry-After")
             except TimeoutError:
-                reason = "timeout"
+                return Again("timeout")
             except aiohttp.ClientError as exc:
-                reason = f"connection: {type(exc).__name__}"
+                return Again(f"connection: {type(exc).__name__}")
             except Exception as exc:
                 log.exception("web push failed unexpectedly for device %s", device.id)
                 reason = f"internal: {type(exc).__name__}"
                 return Delivery.of(device, Outcome.FAILED, reason, None, None, tries)
-            else:
-                reason = f"HTTP {status}"
-                if 200 <= status < 300:
-                    return Delivery.of(device, Outcome.SENT, None, status, location, tries)
-                if status in GONE:
-                    return Delivery.of(device, Outcome.GONE, reason, status, None, tries)
-                if status == 413:
-                    reason = "PayloadTooLarge"
-                if status != 429 and status < 500:
-                    return Delivery.of(device, Outcome.FAILED, reason, status, None, tries)
-                retry_after = parse_retry_after(retry_header, self._clock())
-            delay = self._retry.delay(tries, retry_after, self._rng)
-            if delay is None:
-                outcome = Outcome.THROTTLED if status == 429 else Outcome.FAILED
-                return Delivery.of(device, outcome, reason, status, None, tries)
-            log.debug("web push retry device=%s after %s in %.2fs", device.id, reason, delay)
-            await self._sleep(delay)
+            reason = f"HTTP {status}"
+            if 200 <= status < 300:
+                return Delivery.of(device, Outcome.SENT, None, status, location, tries)
+            if status in GONE:
+                return Delivery.of(device, Outcome.GONE, reason, status, None, tries)
+            if status == 413:
+                reason = "PayloadTooLarge"
+            if status != 429 and status < 500:
+                return Delivery.of(device, Outcome.FAILED, reason, status, None, tries)
+            return Again(reason, status, parse_retry_after(retry_header, self._clock()))
+
+        def give_up(outcome: Outcome, last: Again) -> Delivery:
+            return Delivery.of(device, outcome, last.reason, last.status, None, tries)
+
+        return await self._tries.run(device, attempt, give_up)

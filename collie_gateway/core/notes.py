@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from collie_gateway.core.cleaning import TITLE_LIMIT, clean
 from collie_gateway.strings import Catalogue
-from collie_gateway.views.text import TITLE_LIMIT, clean
 from wire.messages import Ask
 
 #: R3, R4: an ask that closed without the person's tap gets a receipt in its chat.

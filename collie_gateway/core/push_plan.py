@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from push import Device, PushLimiter, Quiet, Summary
+from push.limits import PushLimiter, Quiet, Summary
+from push.models import Device
 
 SENT: Final = "sent"
 ALREADY_PUSHED: Final = "already pushed for this ask (P3)"

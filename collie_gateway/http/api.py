@@ -328,50 +328,57 @@ class StreamHello(msgspec.Struct, kw_only=True):
     screen: str | None
 
 
-class ListRowEvent(msgspec.Struct, kw_only=True):
-    """One conversation's row, new or changed.
+class _AgentEvent(msgspec.Struct, kw_only=True):
+    """An event about one of the agents (only its kinds are in the document).
 
     Attributes:
         agent: The agent's name.
-        row: The row as the list draws it.
     """
 
     agent: str
+
+
+class _ConversationEvent(_AgentEvent, kw_only=True):
+    """An event about one conversation (only its kinds are in the document).
+
+    Attributes:
+        conversation_id: The conversation.
+    """
+
+    conversation_id: str
+
+
+class ListRowEvent(_AgentEvent, kw_only=True):
+    """One conversation's row, new or changed.
+
+    Attributes:
+        row: The row as the list draws it.
+    """
+
     row: ListRow
 
 
-class ListResetEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
+class ListResetEvent(_AgentEvent, kw_only=True, omit_defaults=True):
     """The agent's open conversations were read anew: read its list again.
 
     Attributes:
-        agent: The agent's name.
         machine: On a crew's lead: the crew member the agent runs on; absent for a local
             agent.
     """
 
-    agent: str
     machine: str | None = None
 
 
-class ChatReloadEvent(msgspec.Struct, kw_only=True):
+class ChatReloadEvent(_ConversationEvent, kw_only=True):
     """A chat's items were re-read after the agent's reset (or dropped: the chat is read from
-    the agent on its next open): read the chat again (wire §10 step 4).
-
-    Attributes:
-        agent: The agent's name.
-        conversation_id: The conversation.
-    """
-
-    agent: str
-    conversation_id: str
+    the agent on its next open): read the chat again (wire §10 step 4)."""
 
 
-class AskRaisedEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
+class AskRaisedEvent(_AgentEvent, kw_only=True, omit_defaults=True):
     """An agent raised an ask (or one was found open on a new read); a lead pushes a
     member's asks from it (W4).
 
     Attributes:
-        agent: The agent's name.
         ask: The ask as the agent raised it.
         pane: The pane the ask belongs to, if the agent names one.
         from_snapshot: True when the ask was found open on a new read, not raised live.
@@ -379,68 +386,49 @@ class AskRaisedEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
             agent.
     """
 
-    agent: str
     ask: Ask
     pane: str | None
     from_snapshot: bool
     machine: str | None = None
 
 
-class AskResolvedEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
+class AskResolvedEvent(_AgentEvent, kw_only=True, omit_defaults=True):
     """An agent's ask closed; a lead settles its push for it (W4).
 
     Attributes:
-        agent: The agent's name.
         ask: The ask that closed.
         machine: On a crew's lead: the crew member the agent runs on; absent for a local
             agent.
     """
 
-    agent: str
     ask: Ask
     machine: str | None = None
 
 
-class ListRemovedEvent(msgspec.Struct, kw_only=True):
-    """A conversation left the open list.
-
-    Attributes:
-        agent: The agent's name.
-        conversation_id: The conversation.
-    """
-
-    agent: str
-    conversation_id: str
+class ListRemovedEvent(_ConversationEvent, kw_only=True):
+    """A conversation left the open list."""
 
 
-class ChatItemEvent(msgspec.Struct, kw_only=True):
+class ChatItemEvent(_ConversationEvent, kw_only=True):
     """An item appended to a chat or updated (the agent's wire item); also a line being
     written whose masked text changed whole (X1: a secret completed): replace the line.
 
     Attributes:
-        agent: The agent's name.
-        conversation_id: The conversation.
         item: The item as the agent sent it.
     """
 
-    agent: str
-    conversation_id: str
     item: Item
 
 
-class ChatDeltaEvent(msgspec.Struct, kw_only=True):
+class ChatDeltaEvent(_ConversationEvent, kw_only=True):
     """Text appended to an item still being written (a streamed reply).
 
     Attributes:
-        agent: The agent's name.
-        conversation_id: The conversation.
         item_id: The item growing.
         text: The text to append to it, cleaned and masked as a read shows it (X1: a word
             comes once it ends).
     """
 
-    agent: str
-    conversation_id: str
     item_id: str
     text: str
 
@@ -461,26 +449,20 @@ class ChatNote(msgspec.Struct, kw_only=True):
     after_item: str | None
 
 
-class ChatNoteEvent(msgspec.Struct, kw_only=True):
+class ChatNoteEvent(_ConversationEvent, kw_only=True):
     """A receipt or a "stopped" line added to a chat.
 
     Attributes:
-        agent: The agent's name.
-        conversation_id: The conversation.
         note: The line.
     """
 
-    agent: str
-    conversation_id: str
     note: ChatNote
 
 
-class ChatChangedEvent(msgspec.Struct, kw_only=True):
+class ChatChangedEvent(_ConversationEvent, kw_only=True):
     """A loaded chat's header, bar, cards, dots or turn changed.
 
     Attributes:
-        agent: The agent's name.
-        conversation_id: The conversation.
         header: The header now.
         bar: The bottom bar now; null for a closed conversation.
         cards: The cards now.
@@ -488,8 +470,6 @@ class ChatChangedEvent(msgspec.Struct, kw_only=True):
         turn: The newest turn: send it with Stop and buttons (B3).
     """
 
-    agent: str
-    conversation_id: str
     header: Header
     bar: Bar | None
     cards: CardList
@@ -497,16 +477,14 @@ class ChatChangedEvent(msgspec.Struct, kw_only=True):
     turn: int
 
 
-class AnswerSettledEvent(msgspec.Struct, kw_only=True):
+class AnswerSettledEvent(_AgentEvent, kw_only=True):
     """A tap sent again (after a restart, a lost link, or when its ask closed) came to an end.
 
     Attributes:
-        agent: The agent's name.
         request_id: The tap's request id.
         outcome: Its final outcome.
     """
 
-    agent: str
     request_id: str
     outcome: TapOutcome
 

@@ -1,25 +1,48 @@
-"""``create_app(settings)``: the phone API as an aiohttp application."""
+"""``create_app(settings, rooms)``: the phone API as an aiohttp application, on the services
+the composition root opens (``serving.gateway_app`` hands it the gateway's)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from collie_gateway.errors import ConfigError
-from collie_gateway.gateway import Gateway
 from collie_gateway.http import routes
 from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING, ROWS, SETTINGS
 from collie_gateway.http.language import LANGUAGES, language_headers
 from collie_gateway.http.phones import LINK_PARTS, PHONES, auth_middleware
 from collie_gateway.http.responses import json_error
 from collie_gateway.http.webpage import add_web_routes
+from collie_gateway.services.agents import Agents
+from collie_gateway.services.answers import Answers
+from collie_gateway.services.chats import Chats
+from collie_gateway.services.crew import Crew
+from collie_gateway.services.phonebus import PhoneBus
+from collie_gateway.services.phones import Phones
+from collie_gateway.services.pushing import Pushing
+from collie_gateway.services.rows import Rows
 from collie_gateway.settings import Settings
 
-#: The gateway the app opened (or was given): for tests and benchmarks; the routes use the
-#: services' own keys.
-GATEWAY = web.AppKey("gateway", Gateway)
+
+class Rooms(Protocol):
+    """The services the routes call, each under its app key (a ``Gateway`` is one)."""
+
+    agents: Agents
+    rows: Rows
+    chats: Chats
+    answers: Answers
+    pushing: Pushing
+    crew: Crew
+    bus: PhoneBus
+    phones: Phones
+
+
+#: Opens the services at the app's start and closes them at its clean-up.
+OpenRooms = Callable[[], AbstractAsyncContextManager[Rooms]]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -68,13 +91,13 @@ async def _stopping(app: web.Application) -> None:
     """At a stop, before requests in flight get their grace: end every live stream (a phone
     reconnects with ``Last-Event-ID`` to the next run), and let answers on their way settle
     briefly, or answer the phone "uncertain" (T1)."""
-    if GATEWAY in app:
+    if BUS in app:
         app[BUS].close()
         await app[ANSWERS].settle_replies()
 
 
-def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Application:
-    """The phone API. Without ``gateway``, one is opened on startup and closed on cleanup.
+def create_app(settings: Settings, rooms: OpenRooms) -> web.Application:
+    """The phone API on the services ``rooms`` opens at start-up and closes at clean-up.
 
     Raises:
         ConfigError: as :func:`check_settings`.
@@ -89,14 +112,11 @@ def create_app(settings: Settings, gateway: Gateway | None = None) -> web.Applic
     app[LINK_PARTS] = (settings.public_urls, fingerprint)
 
     async def lifespan(app: web.Application) -> AsyncIterator[None]:
-        gw = gateway if gateway is not None else await Gateway.open(settings)
-        app[GATEWAY] = gw
-        app[AGENTS], app[ROWS], app[CHATS] = gw.agents, gw.rows, gw.chats
-        app[ANSWERS], app[PUSHING], app[CREW], app[BUS] = gw.answers, gw.pushing, gw.crew, gw.bus
-        app[PHONES] = gw.phones
-        yield
-        if gateway is None:
-            await gw.close()
+        async with rooms() as gw:
+            app[AGENTS], app[ROWS], app[CHATS] = gw.agents, gw.rows, gw.chats
+            app[ANSWERS], app[PUSHING], app[CREW] = gw.answers, gw.pushing, gw.crew
+            app[BUS], app[PHONES] = gw.bus, gw.phones
+            yield
 
     app.cleanup_ctx.append(lifespan)
     app.on_shutdown.append(_stopping)

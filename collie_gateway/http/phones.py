@@ -13,6 +13,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from collie_gateway.core.answers import Record
+from collie_gateway.core.cleaning import LABEL_LIMIT, clean
 from collie_gateway.core.phones import (
     NOBODY,
     OPEN,
@@ -35,7 +36,6 @@ from collie_gateway.http.responses import encoded, http_error, json_error
 from collie_gateway.http.webpage import is_web_path
 from collie_gateway.services.phones import Ending, Paired, Phones
 from collie_gateway.settings import Settings
-from collie_gateway.views.text import LABEL_LIMIT, clean
 from wire.messages import Time
 
 PHONES = web.AppKey("phones", Phones)

@@ -15,6 +15,7 @@ import msgspec
 from aiohttp import web
 
 from collie_gateway.core.answers import Record, TapOutcome, tap_state
+from collie_gateway.core.cleaning import LABEL_LIMIT, TITLE_LIMIT, Redact, clean
 from collie_gateway.core.mirror import LinkState
 from collie_gateway.errors import (
     AgentRejected,
@@ -66,7 +67,6 @@ from collie_gateway.views.cards import outcome_line
 from collie_gateway.views.chat import Chat, LineState, MyLine
 from collie_gateway.views.dashboard import Dashboard
 from collie_gateway.views.listing import ConversationList
-from collie_gateway.views.text import LABEL_LIMIT, TITLE_LIMIT, Redact, clean
 from wire.errors import RemoteWireError
 from wire.messages import (
     WIRE_VERSION,

@@ -50,6 +50,15 @@ class Agents:
         """The agent's mirror (``KeyError`` for an agent not in the sources)."""
         return self.mirrors[agent]
 
+    def open_asks(self) -> list[tuple[str, Ask, str | None]]:
+        """(agent, ask, pane) of every ask open at this gateway's agents, as last read."""
+        return [
+            (mirror.name, ask, conv.title)
+            for mirror in self.mirrors.values()
+            for conv in list(mirror.conversations.values())
+            for ask in conv.asks
+        ]
+
     def version_warning(self, agent: str, catalogue: Catalogue | None = None) -> str | None:
         """R5's box for an agent refused for its wire version, in ``catalogue``'s language
         (default: the default's), else None."""

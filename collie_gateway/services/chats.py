@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import msgspec
 
+from collie_gateway.core.cleaning import ShownText
 from collie_gateway.core.mirror import AgentMirror, Change
 from collie_gateway.core.notes import Note, note_json
 from collie_gateway.errors import AgentRejected, AgentUnreachable, BadCursor
@@ -52,7 +53,6 @@ from collie_gateway.views.listing import (
     footer_for,
     list_row,
 )
-from collie_gateway.views.text import ShownText
 from wire.errors import RemoteWireError
 from wire.messages import (
     AgentEvent,

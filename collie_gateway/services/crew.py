@@ -23,8 +23,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import quote
 
 import aiohttp
@@ -33,7 +34,8 @@ import msgspec
 from collie_gateway.core.reconnect import LinkTiming, Reconnect
 from collie_gateway.core.texts import masked
 from collie_gateway.errors import AgentUnreachable
-from collie_gateway.services.phonebus import Publish
+from collie_gateway.services.phonebus import Localize, Publish
+from collie_gateway.services.tasks import Spawn
 from collie_gateway.sources import Member
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.dashboard import AgentRow, Dashboard, RightEdge, Section
@@ -522,6 +524,62 @@ class MemberLink:
         )
 
 
+class MemberPushes(Protocol):
+    """The pushes a lead sends for its members' asks under its own limits (``Pushing``)."""
+
+    async def ask_raised(
+        self,
+        agent: str,
+        ask: Ask,
+        pane: str | None,
+        *,
+        from_snapshot: bool = False,
+        machine: str | None = None,
+    ) -> None: ...
+
+    async def ask_resolved(self, agent: str, ask: Ask, *, machine: str | None = None) -> None: ...
+
+
+class MemberRows(Protocol):
+    """Where a member's last rows are kept for the lead's next run (``CrewStore``)."""
+
+    async def save_rows(self, machine: str, rows: bytes) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Duty:
+    """What a lead does with what its members tell: publish it on its stream, push their asks
+    (W4), keep their last rows (W1). With several workers every one follows the members but
+    only the one holding the crew's lease does these: ``holds`` says whether it is this one."""
+
+    publish: Publish
+    pushes: MemberPushes
+    rows: MemberRows
+    spawn: Spawn
+    holds: Callable[[], bool] = lambda: True
+
+    def tell(self, type_: str, payload: object, localize: Localize | None = None, /) -> None:
+        """A member's event, on the lead's stream."""
+        if self.holds():
+            self.publish(type_, payload, localize)
+
+    def ask(self, machine: str, agent: str, ask: Ask, pane: str | None, snapshot: bool) -> None:
+        """A member's ask pushes under this gateway's limits, P3's key naming it (W4)."""
+        if self.holds():
+            push = self.pushes.ask_raised(agent, ask, pane, from_snapshot=snapshot, machine=machine)
+            self.spawn(push, "push")
+
+    def resolved(self, machine: str, agent: str, ask: Ask) -> None:
+        """A member's ask closed: a push still owed for it is not sent."""
+        if self.holds():
+            self.spawn(self.pushes.ask_resolved(agent, ask, machine=machine), "push")
+
+    def save(self, machine: str, rows: bytes) -> None:
+        """A member's last rows, shown after a restart until it answers (W1)."""
+        if self.holds():
+            self.spawn(self.rows.save_rows(machine, rows), "crew-rows")
+
+
 class Crew:
     """The lead's links to its members, in ``crew`` order."""
 
@@ -530,14 +588,13 @@ class Crew:
         members: list[Member],
         catalogue: Catalogue,
         timing: LinkTiming,
-        publish: Publish,
-        on_ask: OnAsk,
-        save: SaveRows | None = None,
-        on_resolved: OnResolved | None = None,
+        duty: Duty,
         mask: Callable[[str], str] | None = None,
     ) -> None:
         self.links: dict[str, MemberLink] = {
-            m.name: MemberLink(m, catalogue, timing, publish, on_ask, save, on_resolved, mask)
+            m.name: MemberLink(
+                m, catalogue, timing, duty.tell, duty.ask, duty.save, duty.resolved, mask
+            )
             for m in members
         }
 

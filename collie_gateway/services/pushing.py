@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 import msgspec
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from collie_gateway.core.cleaning import TITLE_LIMIT, clean
 from collie_gateway.core.push_plan import Facts, Plan, decide
 from collie_gateway.core.texts import masked
 from collie_gateway.services.notify import Health, OwedWebhooks, Withdrawals, withdrawal_note
@@ -30,7 +31,6 @@ from collie_gateway.store.notify import VAPID_KEY
 from collie_gateway.store.protocols import NotifyStore, PushesStore
 from collie_gateway.store.pushes import LogEntry, Owe
 from collie_gateway.strings import Catalogues, canonical
-from collie_gateway.views.text import TITLE_LIMIT, clean
 from push import (
     AskNotification,
     Content,

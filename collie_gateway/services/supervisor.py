@@ -10,36 +10,12 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
 
 from bridges.loglines import split_level
+from collie_gateway.sources import Backoff, BridgeCommand
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class BridgeCommand:
-    """A bridge to run: ``argv`` serves the agent on ``socket``; ``env`` is added to the
-    gateway's environment."""
-
-    name: str
-    argv: tuple[str, ...]
-    socket: Path
-    cwd: Path | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Restart delays (seconds): ``first``, doubling up to ``cap``; a run longer than
-    ``stable`` starts again from ``first``."""
-
-    first: float = 0.5
-    cap: float = 30.0
-    stable: float = 10.0
-    grace: float = 5.0  # SIGTERM, then this long, then SIGKILL
 
 
 class Supervised:

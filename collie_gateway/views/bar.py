@@ -13,8 +13,8 @@ from typing import Final, Literal
 
 from msgspec import Struct
 
+from collie_gateway.core.cleaning import LABEL_LIMIT, TITLE_LIMIT, Redact, clean
 from collie_gateway.strings import Catalogue
-from collie_gateway.views.text import LABEL_LIMIT, TITLE_LIMIT, Redact, clean
 from wire.messages import Conversation, Progress
 
 MAX_AGENT_BUTTONS: Final = 4  # spec B1; ours: past 4, the first 4 in the agent's order

@@ -1,7 +1,7 @@
 """Ask cards: a wire ``Ask`` as the phone draws it (spec A1–A8, T1, R1, R2).
 
 Pure: no I/O, ``now`` is passed in. Every string is the catalogue's, or the agent's own
-text cleaned by :mod:`collie_gateway.views.text`. An ask is shown whole or not answerable:
+text cleaned by :mod:`collie_gateway.core.cleaning`. An ask is shown whole or not answerable:
 never with an option or a field left out (A7), except "Always allow" where A5/A6 forbid it.
 """
 
@@ -15,10 +15,10 @@ from urllib.parse import quote
 from msgspec import Struct
 
 from collie_gateway.core.answers import CardState, TapOutcome
+from collie_gateway.core.cleaning import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, Redact, clean
 from collie_gateway.core.refusal import CardFacts
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.clock import as_utc, expires_label
-from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, Redact, clean
 from wire.answers import text_limit
 from wire.messages import Argument, Ask, FormField, Option, Time, encode
 

@@ -11,13 +11,13 @@ from datetime import datetime, timedelta
 from msgspec import Struct
 
 from collie_gateway.core.answers import CardState
+from collie_gateway.core.cleaning import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, ShownText, clean
 from collie_gateway.core.markdown import real_host, render, safe_link
 from collie_gateway.core.notes import Note
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.bar import Bar, Header, Menu, build_bar, build_header, build_menu
 from collie_gateway.views.cards import CardList, build_cards
 from collie_gateway.views.clock import as_utc
-from collie_gateway.views.text import LABEL_LIMIT, TEXT_LIMIT, TITLE_LIMIT, ShownText, clean
 from wire.messages import Conversation, Item, Time
 
 ECHO_WINDOW = timedelta(seconds=30)  # spec C5: match by text within 30 s

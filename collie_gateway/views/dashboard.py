@@ -8,10 +8,10 @@ from urllib.parse import quote
 
 import msgspec
 
+from collie_gateway.core.cleaning import LABEL_LIMIT, Redact, clean
 from collie_gateway.core.mirror import AgentMirror, LinkState
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
-from collie_gateway.views.text import LABEL_LIMIT, Redact, clean
 
 _STATE_KEYS = {
     LinkState.STARTING: "state_starting",

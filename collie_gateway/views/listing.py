@@ -10,10 +10,10 @@ from urllib.parse import quote
 
 from msgspec import Struct
 
+from collie_gateway.core.cleaning import TITLE_LIMIT, clean
 from collie_gateway.core.mirror import is_waiting
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.clock import relative_time
-from collie_gateway.views.text import TITLE_LIMIT, clean
 from wire.messages import Conversation, Time, known_state
 
 PAGE_SIZE = 100  # spec L6: each "Load more" reads the next 100

@@ -130,19 +130,6 @@ def create_app(
         out = {"id": sub.id, "endpoint": f"{base}/push/{sub.id}", "secret": secret}
         return web.json_response({**out, "vapid": sub.vapid}, status=201)
 
-    async def delete(request: web.Request) -> web.Response:
-        store = request.app[STORE]
-        sub_id = request.match_info["id"]
-        sub = await store.get(sub_id)
-        if sub is None:
-            return _error(404, "no such subscription")
-        secret = request.headers.get("Authorization", "").removeprefix("Bearer ")
-        if not await store.secret_matches(sub_id, secret):
-            return _error(403, "not this subscription's secret")
-        _, next_state = step(sub.state, Input.DELETE)
-        await store.set_state(sub_id, next_state, "deleted by the app")
-        return web.Response(status=204)
-
     async def push(request: web.Request) -> web.Response:
         store = request.app[STORE]
         sub = await store.get(request.match_info["id"])
@@ -169,9 +156,24 @@ def create_app(
     app.on_startup.append(startup)
     app.on_cleanup.append(cleanup)
     app.router.add_post("/v1/subscriptions", register)
-    app.router.add_delete("/v1/subscriptions/{id}", delete)
+    app.router.add_delete("/v1/subscriptions/{id}", _delete)
     app.router.add_post("/push/{id}", push)
     return app
+
+
+async def _delete(request: web.Request) -> web.Response:
+    """``DELETE /v1/subscriptions/{id}``: the app ends its subscription with its secret."""
+    store = request.app[STORE]
+    sub_id = request.match_info["id"]
+    sub = await store.get(sub_id)
+    if sub is None:
+        return _error(404, "no such subscription")
+    secret = request.headers.get("Authorization", "").removeprefix("Bearer ")
+    if not await store.secret_matches(sub_id, secret):
+        return _error(403, "not this subscription's secret")
+    _, next_state = step(sub.state, Input.DELETE)
+    await store.set_state(sub_id, next_state, "deleted by the app")
+    return web.Response(status=204)
 
 
 def _parse_push(headers: Mapping[str, str], body: bytes) -> Forwarded | web.Response:

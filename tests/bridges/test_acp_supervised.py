@@ -16,8 +16,7 @@ import pytest
 
 from collie_gateway.core.mirror import LinkState
 from collie_gateway.errors import SourcesError
-from collie_gateway.services.supervisor import Backoff
-from collie_gateway.sources import parse_sources
+from collie_gateway.sources import Backoff, parse_sources
 from tests.bridges.conftest import REPO, SCRIPTED
 from tests.collie_gateway.conftest import Rig, eventually
 

@@ -15,8 +15,7 @@ from mcp.client.client import Client
 from bridges.mcp import main
 from collie_gateway.core.mirror import LinkState
 from collie_gateway.errors import SourcesError
-from collie_gateway.services.supervisor import Backoff
-from collie_gateway.sources import parse_sources
+from collie_gateway.sources import Backoff, parse_sources
 from tests.bridges.conftest import REPO
 from tests.bridges.mcp_rig import tool_json
 from tests.collie_gateway.conftest import Rig, eventually, post_json

@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestClient
 
 from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.gateway import Gateway
-from collie_gateway.http.app import GATEWAY, create_app
+from collie_gateway.serving import GATEWAY, gateway_app
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
 from fixtures.agents.harness import short_dir
@@ -102,7 +102,7 @@ class Rig:
         settings.setdefault("timing", FAST)
         settings.setdefault("clock", self.clock)
         settings.setdefault("db_path", self.tmp / "gateway.db")
-        app = create_app(Settings(sources=sources, **settings))
+        app = gateway_app(Settings(sources=sources, **settings))
         self.client = await self.make_client(app)
         return self.client, self.client.app[GATEWAY]
 

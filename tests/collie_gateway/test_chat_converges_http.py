@@ -14,10 +14,10 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from collie_gateway.core.cleaning import ShownText
 from collie_gateway.core.mirror import LinkState
 from collie_gateway.sources import Source
 from collie_gateway.views.chat import CHAT_TEXT_LIMIT
-from collie_gateway.views.text import ShownText
 from tests.collie_gateway.chat_phone import LogAgent, PhoneChat, shown
 from tests.collie_gateway.conftest import Rig, eventually, get_json
 

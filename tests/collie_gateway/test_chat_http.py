@@ -14,11 +14,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from aiohttp.typedefs import Handler, Middleware
 
+from collie_gateway.core.cleaning import clean
 from collie_gateway.core.mirror import LinkState
 from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.gateway import Gateway
 from collie_gateway.sources import Source
-from collie_gateway.views.text import clean
 from tests.collie_gateway.conftest import FAST, Rig, eventually, get_json, post_json
 from tests.collie_gateway.test_markdown import violations
 from wire.agent import Agent, ConversationHandle, Progress, SendMessage, Step

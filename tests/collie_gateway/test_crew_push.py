@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from collie_gateway.http.app import create_app
+from collie_gateway.serving import gateway_app
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Member, Source
 from tests.collie_gateway.conftest import FAST, Rig, eventually, get_json, post_json
@@ -43,7 +43,7 @@ async def crew(rig: Rig, svc: Services) -> AsyncIterator[tuple[Client, Conversat
     agent = rig.agent("desk", runtime="desk")
     await rig.serve("desk")
     conv = await agent.open_conversation("c1", title="Deploy notes")
-    member_app = create_app(
+    member_app = gateway_app(
         Settings(
             sources=[Source(name="desk", socket=rig.sockets["desk"])],
             db_path=rig.tmp / "member.db",

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from collie_gateway.core.cleaning import Redact
 from collie_gateway.core.redact import MASK, Redactor
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.listing import (
@@ -24,7 +25,6 @@ from collie_gateway.views.listing import (
     list_row,
     order_open,
 )
-from collie_gateway.views.text import Redact
 from wire.messages import Ask, Conversation
 
 NOW = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)

@@ -11,6 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from collie_gateway.core.cleaning import ShownText
 from collie_gateway.core.redact import (
     _RULES,
     MASK,
@@ -19,7 +20,6 @@ from collie_gateway.core.redact import (
     Redactor,
     _may_need_mask,
 )
-from collie_gateway.views.text import ShownText
 from fixtures.redaction.corpus import HELD_OUT
 
 CORPUS = Path(__file__).parents[2] / "fixtures" / "redaction"

@@ -14,9 +14,9 @@ from openapi_spec_validator import validate
 from pytest_aiohttp import AiohttpClient
 
 import collie_gateway
-from collie_gateway.http.app import create_app
 from collie_gateway.http.routes import document as openapi_document
 from collie_gateway.http.webpage import is_web_path
+from collie_gateway.serving import gateway_app
 from collie_gateway.settings import Settings
 
 METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
@@ -46,7 +46,7 @@ EVENT_TYPES = (
 
 
 def _app(tmp_path: Path, token: str | None = None) -> web.Application:
-    return create_app(Settings(sources=[], db_path=tmp_path / "g.db", token=token))
+    return gateway_app(Settings(sources=[], db_path=tmp_path / "g.db", token=token))
 
 
 def _operations(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:

@@ -27,9 +27,9 @@ from schemathesis.checks import (
 from schemathesis.core.result import Ok
 
 from collie_gateway.core.mirror import LinkState
-from collie_gateway.http.app import GATEWAY, create_app
 from collie_gateway.http.routes import document
 from collie_gateway.services.phonebus import PhoneEvent
+from collie_gateway.serving import GATEWAY, gateway_app
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
 from fixtures.agents import desk
@@ -84,7 +84,7 @@ class LiveGateway:
         self._agent_runner = await agent.serve_unix(self.folder / "desk.sock")
         await desk.setup(agent)
         sources = [Source(name="desk", socket=self.folder / "desk.sock")]
-        app = create_app(Settings(sources=sources, db_path=self.folder / "g.db", port=0))
+        app = gateway_app(Settings(sources=sources, db_path=self.folder / "g.db", port=0))
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)

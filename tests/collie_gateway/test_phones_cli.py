@@ -21,8 +21,8 @@ from aiohttp import web
 from collie_gateway.__main__ import _parser
 from collie_gateway.core.phones import PairingLink, check_number
 from collie_gateway.errors import ConfigError
-from collie_gateway.http.app import create_app
 from collie_gateway.phones_cli import run
+from collie_gateway.serving import gateway_app
 from collie_gateway.settings import Settings
 from collie_gateway.tls import self_signed
 from fixtures.agents.harness import short_dir
@@ -70,7 +70,7 @@ async def tls_gateway(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[st
         db = tmp / "collie.db"
         tls = self_signed(db, NOW)
         settings = Settings(sources=[], db_path=db, token=ADMIN, tls=tls, auth="always")
-        runner = web.AppRunner(create_app(settings))
+        runner = web.AppRunner(gateway_app(settings))
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.server_context())
         await site.start()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from collie_gateway.views.text import TITLE_LIMIT, clean
+from collie_gateway.core.cleaning import TITLE_LIMIT, clean
 from fixtures.redaction.corpus import HELD_OUT, Secret, held_out, in_sample
 from tests.collie_gateway.chat_phone import Client, PhoneChat, shown
 from tests.collie_gateway.conftest import Rig, eventually, get_json

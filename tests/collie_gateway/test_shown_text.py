@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collie_gateway.views.text import ShownText, clean
+from collie_gateway.core.cleaning import ShownText, clean
 
 # The characters that make cleaning depend on neighbours, and ordinary ones.
 TRICKY = "ab\r\n\x00\x07\ufeff\u200b\u202e\x7f\x85\u2028\u200c\u200d\ufe0f\U0001f3fd"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collie_gateway.views.text import (
+from collie_gateway.core.cleaning import (
     LABEL_LIMIT,
     TEXT_LIMIT,
     TITLE_LIMIT,

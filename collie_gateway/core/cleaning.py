@@ -1,6 +1,7 @@
 """Make an agent's text safe to show: drop what can hide or reorder text, then cut (spec A6).
 
-Pure: no I/O. The limits are ours: the spec sets none for what the agent shows.
+Pure, in core: the views, the chats and the notes clean with it. The limits are ours: the spec
+sets none for what the agent shows.
 """
 
 from __future__ import annotations
