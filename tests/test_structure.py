@@ -79,22 +79,26 @@ PURE_ROOMS = (
     "push/once.py",
     "push/payloads.py",
     "push/vapid.py",
-    # what the bridges share; their mappings (bridges/acp/jsonrpc.py, mapping.py, schema.py,
-    # bridges/mcp/tools.py) join once importing them no longer runs bridges/acp/__init__.py's
-    # import of the bridge and its command line
+    # what the bridges share, and their mappings (peer ⇄ wire)
     "bridges/loglines.py",
+    "bridges/acp/jsonrpc.py",
+    "bridges/acp/mapping.py",
+    "bridges/acp/schema.py",
+    "bridges/mcp/tools.py",
+    "bridges/kit/asks.py",
+    "bridges/kit/fit.py",
 )
 # No function over ``LONGEST`` lines.
 LONG_FUNCTION_ROOMS = ("collie_gateway", "wire", "push", "bridges")
 # SQL only in the store modules: the gateway's store room, the SDK's store, the relay's store,
-# the bridges' state (bridges/ joins once bridges/acp/bridge.py and stalwart.py keep theirs there).
+# the bridges' state (bridges/kit/state.py).
 SQL_HOMES = (
     "collie_gateway/store",
     "wire/agent/_store.py",
     "push/relay/store.py",
     "bridges/kit/state.py",
 )
-SQL_ROOMS = ("collie_gateway", "wire", "push")
+SQL_ROOMS = ("collie_gateway", "wire", "push", "bridges")
 # What of ``time`` reads the clock or waits.
 BANNED_TIME = frozenset(
     {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "sleep"}

@@ -6,7 +6,23 @@ Run by hand: ``collie-gateway bridge acp --socket PATH --state PATH [--cwd DIR] 
 
 from __future__ import annotations
 
-from bridges.acp.bridge import AcpBridge
-from bridges.acp.cli import main, parser
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bridges.acp.bridge import AcpBridge
+    from bridges.acp.cli import main, parser
 
 __all__ = ["AcpBridge", "main", "parser"]
+
+
+def __getattr__(name: str) -> object:
+    # Loaded on first use: the pure mappings (jsonrpc, mapping, schema) import no shell.
+    if name == "AcpBridge":
+        from bridges.acp.bridge import AcpBridge
+
+        return AcpBridge
+    if name in ("main", "parser"):
+        from bridges.acp import cli
+
+        return getattr(cli, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

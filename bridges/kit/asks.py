@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Final, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
-from wire.agent import Argument, AskHandle, ConversationHandle, FormField, Option, ToolRef
+from wire.messages import Argument, FormField, Option, ToolRef
+
+if TYPE_CHECKING:  # the SDK's handles, used through their methods only: this module is pure
+    from wire.agent import AskHandle, ConversationHandle
 
 ALLOW_DENY: Final = (
     Option(id="allow", label="Allow", role="allow"),

@@ -32,7 +32,8 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta, Struct
 
-from bridges.kit import AskDraft, asks
+from bridges.kit import asks
+from bridges.kit.asks import AskDraft
 from bridges.kit.fit import label
 from wire.messages import Answer, Argument, FormField, Option
 
