@@ -21,10 +21,8 @@ from collie_gateway.services.router import Router
 from collie_gateway.services.tasks import Spawn
 from collie_gateway.services.worklog import SharedBus, SharedLog
 from collie_gateway.settings import Settings
-from collie_gateway.store.pg.database import PgDatabase
-from collie_gateway.store.pg.events import EventLog, StoredEvent
-from collie_gateway.store.pg.leases import Leases
-from collie_gateway.store.pg.mirrors import PgMirrorsRepo
+from collie_gateway.store.protocols import LeasesStore, MirrorsStore, SharedStore
+from collie_gateway.store.values import StoredEvent
 
 #: The lease of publishing the crew's events and pushing its members' asks (W1, W4): every
 #: worker follows the members for its screens; one tells the phones.
@@ -40,15 +38,15 @@ def worker_name() -> str:
 class Workers:
     """The shared log, the bus on it and the leases of one worker."""
 
-    def __init__(self, log: SharedLog, bus: SharedBus, leases: Leases) -> None:
+    def __init__(self, log: SharedLog, bus: SharedBus, leases: LeasesStore) -> None:
         self.log = log
         self.bus = bus
         self.leases = leases
         self.following: Following | None = None
-        self._mirrors: PgMirrorsRepo | None = None
+        self._mirrors: MirrorsStore | None = None
 
     @classmethod
-    async def open(cls, db: PgDatabase, settings: Settings) -> Workers:
+    async def open(cls, shared: SharedStore, settings: Settings) -> Workers:
         """The log read up to now, its bus; nothing runs until :meth:`start`."""
         workers: Workers | None = None
 
@@ -64,10 +62,10 @@ class Workers:
             if workers is not None and workers.following is not None:
                 workers.following.resync()
 
-        log = SharedLog(EventLog(db), settings.phone_ring, on_record, on_lost, on_gap)
+        log = SharedLog(shared.event_log(), settings.phone_ring, on_record, on_lost, on_gap)
         languages = settings.languages.languages[1:]
         bus = await log.open_bus(settings.stream_frame, languages)
-        workers = cls(log, bus, Leases(db, worker_name(), settings.lease_seconds))
+        workers = cls(log, bus, shared.leases(worker_name(), settings.lease_seconds))
         return workers
 
     def start(
@@ -79,7 +77,7 @@ class Workers:
         routers: tuple[Router, Router],
         spawn: Spawn,
         duties: Sequence[str] = (),
-        mirrors: object = None,
+        mirrors: MirrorsStore | None = None,
     ) -> None:
         """Follow what this worker can take: ``routers`` are the holder's and the others';
         ``mirrors`` the stored mirror (its flush fenced by the leases)."""
@@ -94,7 +92,7 @@ class Workers:
             duties,
         )
         following.full, following.quiet = routers
-        if isinstance(mirrors, PgMirrorsRepo):  # the holder's flush is fenced by its epoch
+        if mirrors is not None:  # the holder's flush is fenced by its epoch
 
             def epoch(agent: str) -> int | None:
                 lease = following.held.get(agent)

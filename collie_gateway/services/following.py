@@ -1,7 +1,7 @@
 """One follower per agent across workers (PostgreSQL): leases, and what links read shared.
 
 Each worker tries, every third of a lease, to renew the leases it holds and to take those
-nobody holds (``store/pg/leases.py``; expiry on the database's clock). The holder of an
+nobody holds (``protocols.LeasesStore``; expiry on the database's clock). The holder of an
 agent's lease runs its link, on a mirror of its own; the link's reads are written to the
 shared log as entries fenced by the lease's epoch (:class:`RecordListener`): ``~link`` (state
 and hello), ``~snapshot`` (the open conversations), ``~event`` (one agent event). Every worker,
@@ -36,8 +36,9 @@ from collie_gateway.services.router import Router
 from collie_gateway.services.tasks import Spawn
 from collie_gateway.services.worklog import ORIGIN
 from collie_gateway.sources import Source
-from collie_gateway.store.pg.events import Record, StoredEvent
-from collie_gateway.store.pg.leases import Lease, Leases
+from collie_gateway.store.protocols import LeasesStore
+from collie_gateway.store.values import Lease, StoredEvent
+from collie_gateway.store.values import LogRecord as Record
 from wire.messages import AgentEvent, Conversation, Hello
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ class Following:
 
     def __init__(
         self,
-        leases: Leases,
+        leases: LeasesStore,
         sources: Sequence[Source],
         mirrors: dict[str, AgentMirror],
         links: dict[str, AgentLink],

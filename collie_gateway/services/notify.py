@@ -18,8 +18,8 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Final
 
-from collie_gateway.store.notify import HEALTH_KEY, OwedWebhook
 from collie_gateway.store.protocols import NotifyStore
+from collie_gateway.store.values import HEALTH_KEY, OwedWebhook
 from push import (
     AskNotification,
     Delivery,

@@ -27,9 +27,8 @@ from collie_gateway.core.texts import masked
 from collie_gateway.services.notify import Health, OwedWebhooks, Withdrawals, withdrawal_note
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.targets import PushTargets, TargetsFactory
-from collie_gateway.store.notify import VAPID_KEY
 from collie_gateway.store.protocols import NotifyStore, PushesStore
-from collie_gateway.store.pushes import LogEntry, Owe
+from collie_gateway.store.values import VAPID_KEY, LogEntry, Owe
 from collie_gateway.strings import Catalogues, canonical
 from push import (
     AskNotification,

@@ -26,7 +26,9 @@ from typing import Final
 import msgspec
 
 from collie_gateway.services.phonebus import QUIET, Localize, PhoneBus, PhoneEvent, Subscription
-from collie_gateway.store.pg.events import Appended, EventLog, Record, StoredEvent
+from collie_gateway.store.protocols import EventLogStore
+from collie_gateway.store.values import Appended, StoredEvent
+from collie_gateway.store.values import LogRecord as Record
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +121,7 @@ class SharedLog:
 
     def __init__(
         self,
-        events: EventLog,
+        events: EventLogStore,
         ring: int,
         on_record: Callable[[StoredEvent], None],
         on_lost: Callable[[set[tuple[str, int]]], None],

@@ -10,7 +10,8 @@ Two connections to one WAL file, and one writer lock (``Database._lock``) over b
   checkpoint fsyncs).
 Every write, on either connection, holds the lock, so the two never contend for SQLite's.
 Each domain's SQL is in a repository beside this module (mirrors, ledger, notes, pushes,
-crew, kv); every repository takes this one ``Database``.
+phones, notify, kv), written once for both engines over :class:`~collie_gateway.store.engine.Db`
+(``write`` and ``read``); the schema's steps are ``store/schema.py``.
 """
 
 from __future__ import annotations
@@ -20,137 +21,61 @@ import contextlib
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import aiosqlite
 
 from collie_gateway.errors import StoreError
-from collie_gateway.store.phones import MIGRATION as PHONES_MIGRATION
+from collie_gateway.store.engine import SQLITE, Row, Work, drive, sqlite_text
+from collie_gateway.store.schema import LATEST, refuse_newer, step
 
 log = logging.getLogger(__name__)
 
-# Each entry migrates from version i to i + 1 (PRAGMA user_version).
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE agents (
-        name TEXT PRIMARY KEY,
-        state TEXT NOT NULL,
-        reason TEXT NOT NULL DEFAULT '',
-        hello BLOB,
-        wire INTEGER,
-        last_event_id TEXT
-    );
-    CREATE TABLE conversations (
-        agent TEXT NOT NULL,
-        id TEXT NOT NULL,
-        body BLOB NOT NULL,
-        PRIMARY KEY (agent, id)
-    ) WITHOUT ROWID;
-    """,
-    """
-    CREATE TABLE answers (
-        request_id TEXT PRIMARY KEY,
-        agent TEXT NOT NULL,
-        ask_id TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        answer BLOB NOT NULL,
-        attempts INTEGER NOT NULL,
-        settled INTEGER NOT NULL,
-        outcome TEXT,
-        reason TEXT,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
-    ) WITHOUT ROWID;
-    CREATE INDEX answers_pending ON answers(agent) WHERE settled = 0;
-    CREATE INDEX answers_ask ON answers(agent, ask_id);
-    CREATE TABLE claims (
-        agent TEXT NOT NULL,
-        ask_id TEXT NOT NULL,
-        request_id TEXT NOT NULL,
-        PRIMARY KEY (agent, ask_id)
-    ) WITHOUT ROWID;
-    CREATE TABLE notes (
-        agent TEXT NOT NULL,
-        conversation TEXT NOT NULL,
-        key TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        text TEXT NOT NULL,
-        at TEXT NOT NULL,
-        after_item TEXT,
-        PRIMARY KEY (agent, conversation, key)
-    ) WITHOUT ROWID;
-    """,
-    """
-    CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
-    CREATE TABLE devices (
-        id TEXT PRIMARY KEY,
-        provider TEXT NOT NULL,
-        token TEXT NOT NULL,
-        environment TEXT NOT NULL,
-        key BLOB,
-        registered_at REAL NOT NULL,
-        UNIQUE (provider, token)
-    ) WITHOUT ROWID;
-    CREATE TABLE push_once (key TEXT PRIMARY KEY NOT NULL, at REAL NOT NULL) WITHOUT ROWID;
-    CREATE TABLE push_log (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        at TEXT NOT NULL,
-        agent TEXT,
-        conversation TEXT,
-        ask TEXT,
-        device TEXT,
-        outcome TEXT NOT NULL,
-        reason TEXT,
-        provider_id TEXT
-    );
-    """,
-    # P3: an ask is pushed once it is delivered, not once it is tried. ``state`` is
-    # 'owed' (decided, not yet delivered to every device) or 'done' (delivered, or a lasting
-    # decision not to push: ``reason``); rows from before are done.
-    """
-    ALTER TABLE push_once ADD COLUMN state TEXT NOT NULL DEFAULT 'done';
-    ALTER TABLE push_once ADD COLUMN reason TEXT;
-    CREATE TABLE push_delivered (
-        key TEXT NOT NULL,
-        device TEXT NOT NULL,
-        outcome TEXT NOT NULL,
-        at REAL NOT NULL,
-        PRIMARY KEY (key, device)
-    ) WITHOUT ROWID;
-    """,
-    # The language a phone registered its pushes in (a language tag; NULL: the default).
-    """
-    ALTER TABLE devices ADD COLUMN lang TEXT;
-    """,
-    PHONES_MIGRATION,
-    # Web Push devices (their subscription's keys); each ask push's withdrawal (``note``,
-    # JSON) and which devices were sent it (once per device); webhooks owed across a stop.
-    """
-    ALTER TABLE devices ADD COLUMN p256dh BLOB;
-    ALTER TABLE devices ADD COLUMN auth BLOB;
-    ALTER TABLE push_once ADD COLUMN note BLOB;
-    CREATE TABLE push_withdrawn (
-        key TEXT NOT NULL,
-        device TEXT NOT NULL,
-        outcome TEXT NOT NULL,
-        at REAL NOT NULL,
-        PRIMARY KEY (key, device)
-    ) WITHOUT ROWID;
-    CREATE TABLE webhooks_owed (
-        id TEXT NOT NULL,
-        url TEXT NOT NULL,
-        body BLOB NOT NULL,
-        at REAL NOT NULL,
-        PRIMARY KEY (id, url)
-    ) WITHOUT ROWID;
-    """,
-)
 
 T = TypeVar("T")
+UNCHANGED: Final = "the file was not changed"
 # Commits on the loop's connection between two checkpoints (run in the thread, under the lock).
 CHECKPOINT_EVERY = 500
+
+
+class SqliteTx:
+    """A :class:`~collie_gateway.store.engine.Tx` on one ``sqlite3`` connection: its
+    statements run at once (the coroutine never waits)."""
+
+    __slots__ = ("conn",)
+    engine = SQLITE
+    insert_order = "rowid"
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    async def run(self, sql: str, args: Sequence[object] = ()) -> int:
+        """Run one statement; the number of rows it changed."""
+        return self.conn.execute(sqlite_text(sql), args).rowcount
+
+    async def one(self, sql: str, args: Sequence[object] = ()) -> Row | None:
+        """The first row of a statement's result, if any."""
+        row: Row | None = self.conn.execute(sqlite_text(sql), args).fetchone()
+        return row
+
+    async def all(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        """Every row of a statement's result."""
+        return self.conn.execute(sqlite_text(sql), args).fetchall()
+
+    async def many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        """Run one statement for each of ``rows``."""
+        if rows:
+            self.conn.executemany(sqlite_text(sql), rows)
+
+    async def lock(self, *parts: str) -> None:
+        """Nothing to take: every write already holds the file's writer lock."""
+
+
+def _driven(fn: Work[T]) -> Callable[[sqlite3.Connection], T]:
+    """``fn`` as a function of a ``sqlite3`` connection, run to its end in one call."""
+    return lambda conn: drive(fn(SqliteTx(conn)))
 
 
 def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -172,14 +97,10 @@ async def _setup(db: aiosqlite.Connection, path: Path) -> None:
     async with db.execute("PRAGMA user_version") as cur:
         row = await cur.fetchone()
     version = int(row[0]) if row else 0
-    if version > len(MIGRATIONS):  # made newer since check(), by a newer gateway
-        raise StoreError(
-            f"{path}: schema version {version} is newer than this gateway knows "
-            f"({len(MIGRATIONS)}); update the gateway"
-        )
-    for index in range(version, len(MIGRATIONS)):
+    refuse_newer(str(path), version, UNCHANGED)  # made newer since check(), by a newer gateway
+    for index in range(version, LATEST):
         await db.executescript(
-            "BEGIN IMMEDIATE;" + MIGRATIONS[index] + f"PRAGMA user_version={index + 1}; COMMIT;"
+            f"BEGIN IMMEDIATE;{step(SQLITE, index)};PRAGMA user_version={index + 1}; COMMIT;"
         )
 
 
@@ -217,11 +138,7 @@ class Database:
                 version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{path}: not a gateway database ({exc})") from None
-        if version > len(MIGRATIONS):
-            raise StoreError(
-                f"{path}: schema version {version} is newer than this gateway knows "
-                f"({len(MIGRATIONS)}); update the gateway (the file was not changed)"
-            )
+        refuse_newer(str(path), version, UNCHANGED)
 
     @classmethod
     async def open(cls, path: Path) -> Database:
@@ -250,6 +167,36 @@ class Database:
             raise
         return cls(db, conn, path)
 
+    @property
+    def shared(self) -> bool:
+        """One process owns the file."""
+        return False
+
+    @property
+    def errors(self) -> tuple[type[BaseException], ...]:
+        """What a statement that failed raises (on either connection)."""
+        return (sqlite3.Error,)
+
+    async def write(self, fn: Work[T], *, long: bool = False) -> T:
+        """Run ``fn`` in one write transaction (:meth:`run`; ``long``: :meth:`run_threaded`)."""
+        return await (self.run_threaded if long else self.run)(_driven(fn))
+
+    async def read(self, fn: Work[T], *, long: bool = False) -> T:
+        """Run the reads of ``fn`` outside the lock: quick ones on the loop's connection
+        (:meth:`query`), ``long`` ones (whole tables) in the aiosqlite thread."""
+        if not long:
+            return await self.query(_driven(fn))
+        # aiosqlite runs queued functions in its connection thread (``_execute``).
+        result: T = await self.db._execute(_driven(fn), self.db._conn)  # type: ignore[no-untyped-call]
+        return result
+
+    async def try_hold(self, name: str) -> bool:
+        """One process owns the file: nothing is held elsewhere."""
+        return True
+
+    async def let_go(self, name: str) -> None:
+        """Nothing is held in the file."""
+
     def on_close(self, flush: Callable[[], Awaitable[None]]) -> None:
         """Run ``flush`` when the file closes, before its connections do (a repository's
         writes still pending)."""
@@ -263,18 +210,6 @@ class Database:
             await asyncio.gather(self._checkpoint, return_exceptions=True)
         self.conn.close()
         await self.db.close()
-
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction under the writer lock: committed, or rolled back on error."""
-        async with self._lock:
-            await self.db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.db
-            except BaseException:
-                await self.db.execute("ROLLBACK")
-                raise
-            await self.db.execute("COMMIT")
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in one write transaction on the loop's own connection, under the writer

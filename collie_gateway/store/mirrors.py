@@ -1,8 +1,12 @@
-"""The mirror of open conversations in SQLite: agents' hellos and states, open conversations.
+"""The mirror of open conversations: agents' hellos and states, open conversations.
 
 Flushed in batches: each flush writes the dirty conversations and the agent's last event id
 in one transaction, so after a crash the link resumes from an event id that matches what
 was stored.
+
+With several workers the holder of an agent's lease flushes its mirror, and the flush is
+fenced as the link's other writes: :attr:`MirrorsRepo.fence` gives the epoch this worker
+holds each agent under, and the rows of an agent whose epoch is not live are not written.
 """
 
 from __future__ import annotations
@@ -10,33 +14,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
 import msgspec
 
 from collie_gateway.core.mirror import AgentMirror
-from collie_gateway.store.database import Database
+from collie_gateway.store.engine import Db, Tx
 from wire.messages import Conversation, Hello
 
 log = logging.getLogger(__name__)
 
-# A flush this small runs on the loop's connection; a bigger one (a snapshot of many open
-# conversations) goes to the aiosqlite thread so the loop is never held for long.
+# A flush this small runs on SQLite's loop connection; a bigger one (a snapshot of many open
+# conversations) goes to its thread so the loop is never held for long.
 SMALL_FLUSH_BYTES = 64 * 1024
 
-# Statements both backends run (PostgreSQL's module swaps the ``?`` placeholders).
-UPSERT_AGENT = (
+_UPSERT_AGENT = (
     "INSERT INTO agents(name, state, reason, hello, wire, last_event_id) "
     "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET state=excluded.state,"
     " reason=excluded.reason, hello=excluded.hello, wire=excluded.wire,"
     " last_event_id=excluded.last_event_id"
 )
-WIPE_CONVERSATIONS = "DELETE FROM conversations WHERE agent = ?"
-DELETE_CONVERSATION = "DELETE FROM conversations WHERE agent = ? AND id = ?"
+_PUT = (
+    "INSERT INTO conversations(agent, id, body) VALUES (?, ?, ?)"
+    " ON CONFLICT (agent, id) DO UPDATE SET body = excluded.body"
+)
 
 _conv_decoder = msgspec.json.Decoder(Conversation)
 _hello_decoder = msgspec.json.Decoder(Hello)
@@ -169,34 +172,50 @@ class MirrorBatches:
 
 
 class MirrorsRepo(MirrorBatches):
-    """Agents and their open conversations, as last mirrored, in the SQLite file."""
+    """Agents and their open conversations, as last mirrored, in the store."""
 
-    _errors = (aiosqlite.Error, OSError)
-
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Db) -> None:
         super().__init__()
         self.db = db
+        self._errors = (*db.errors, OSError)
+        #: The lease epoch this worker holds an agent under (None: not held); None: no fence.
+        self.fence: Callable[[str], int | None] | None = None
         db.on_close(self.close)
 
     async def _read(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        async with self.db.db.execute("SELECT name, hello, wire, last_event_id FROM agents") as cur:
-            agents = [tuple(row) async for row in cur]
-        async with self.db.db.execute("SELECT agent, body FROM conversations") as cur:
-            conversations = [tuple(row) async for row in cur]
-        return agents, conversations
+        async def read(tx: Tx) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+            agents = await tx.all("SELECT name, hello, wire, last_event_id FROM agents")
+            return agents, await tx.all("SELECT agent, body FROM conversations")
+
+        return await self.db.read(read, long=True)
 
     async def _write(self, batch: MirrorBatch) -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            conn.executemany(UPSERT_AGENT, batch.agents)
-            conn.executemany(WIPE_CONVERSATIONS, [(n,) for n in batch.wipe])
-            conn.executemany(DELETE_CONVERSATION, batch.deletes)
-            conn.executemany(
-                "INSERT OR REPLACE INTO conversations(agent, id, body) VALUES (?, ?, ?)",
-                batch.puts,
-            )
+        fence = self.fence
+
+        async def write(tx: Tx) -> None:
+            rows = batch if fence is None else await _fenced(tx, batch, fence)
+            await tx.many(_UPSERT_AGENT, rows.agents)
+            await tx.many("DELETE FROM conversations WHERE agent = ?", [(n,) for n in rows.wipe])
+            await tx.many("DELETE FROM conversations WHERE agent = ? AND id = ?", rows.deletes)
+            await tx.many(_PUT, rows.puts)
 
         size = sum(len(body) for _, _, body in batch.puts)
-        if batch.wipe or size > SMALL_FLUSH_BYTES:
-            await self.db.run_threaded(write)
-        else:
-            await self.db.run(write)
+        await self.db.write(write, long=bool(batch.wipe) or size > SMALL_FLUSH_BYTES)
+
+
+async def _fenced(tx: Tx, batch: MirrorBatch, fence: Callable[[str], int | None]) -> MirrorBatch:
+    """The batch without the rows of agents whose lease this worker does not hold now
+    (checked in the flush's transaction; the lease rows held to its end)."""
+    names = {str(row[0]) for row in batch.agents} | set(batch.wipe)
+    names |= {agent for agent, _ in batch.deletes} | {agent for agent, _, _ in batch.puts}
+    epochs = {name: fence(name) for name in names}
+    held = [(name, epoch) for name, epoch in epochs.items() if epoch is not None]
+    from collie_gateway.store.pg.leases import live  # fenced: the shared store's leases
+
+    kept = {name for name, _ in await live(tx, held)}
+    return MirrorBatch(
+        [row for row in batch.agents if row[0] in kept],
+        [name for name in batch.wipe if name in kept],
+        [put for put in batch.puts if put[0] in kept],
+        [gone for gone in batch.deletes if gone[0] in kept],
+    )

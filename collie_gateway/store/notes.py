@@ -1,18 +1,17 @@
-"""Chat notes in SQLite: receipts (R3, R4) and "stopped" lines (C3), once per key."""
+"""Chat notes: receipts (R3, R4) and "stopped" lines (C3), once per key."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 
 from collie_gateway.core.notes import NOTE_WORDS, Note
-from collie_gateway.store.database import Database
+from collie_gateway.store.engine import Db
 
 
 class NotesRepo:
     """The gateway's own lines of each conversation."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Db) -> None:
         self.db = db
 
     async def save(self, agent: str, conv_id: str, key: str, note: Note) -> None:
@@ -21,24 +20,19 @@ class NotesRepo:
         # note), so it reads in each phone's language; its stored text is the agent's title.
         kind = note.words or note.kind
         row = (agent, conv_id, key, kind, note.text, note.at.isoformat(), note.after_item)
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT OR IGNORE INTO notes(agent, conversation, key, kind, text, at, after_item)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
-
-        await self.db.run(write)
+        sql = (
+            "INSERT INTO notes(agent, conversation, key, kind, text, at, after_item)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+        )
+        await self.db.write(lambda tx: tx.run(sql, row))
 
     async def load(self, agent: str, conv_id: str) -> list[Note]:
         """The notes of one conversation, oldest first."""
-        async with self.db.db.execute(
-            "SELECT kind, text, at, after_item FROM notes WHERE agent = ? AND conversation = ?"
-            " ORDER BY at",
-            (agent, conv_id),
-        ) as cur:
-            rows = await cur.fetchall()
+        sql = (
+            "SELECT kind, text, at, after_item FROM notes"
+            " WHERE agent = ? AND conversation = ? ORDER BY at, key"
+        )
+        rows = await self.db.read(lambda tx: tx.all(sql, (agent, conv_id)), long=True)
         return [
             Note(
                 kind=NOTE_WORDS.get(str(k), str(k)),

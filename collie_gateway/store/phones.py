@@ -1,14 +1,14 @@
-"""Phones and pairing codes in SQLite: the SQL only. The decisions (a code's transitions,
-token hashes) are :mod:`collie_gateway.core.phones`, run inside these transactions so a
-decision and its write are one step. No token and no code is ever stored, only their hashes.
+"""Phones and pairing codes: the SQL only. The decisions (a code's transitions, token hashes)
+are :mod:`collie_gateway.core.phones`, run inside these transactions so a decision and its
+write are one step: a code's decision holds the code's row, so a code pairs one phone however
+many send it at once (on any worker). No token and no code is ever stored, only their hashes.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final
 
 from collie_gateway.core.phones import (
     CodeState,
@@ -18,36 +18,7 @@ from collie_gateway.core.phones import (
     Scope,
     redeem,
 )
-
-T = TypeVar("T")
-
-#: The schema step of phones (one entry of the database's migrations, after the others):
-#: the phones, the pairing codes, and the phone of each answer and each push registration.
-MIGRATION: Final = """
-    CREATE TABLE phones (
-        phone_id TEXT PRIMARY KEY,
-        name TEXT NOT NULL,
-        scope TEXT NOT NULL,
-        token_hash TEXT NOT NULL,
-        public_key TEXT,
-        paired_at TEXT NOT NULL,
-        last_seen TEXT,
-        last_address TEXT,
-        revoked_at TEXT
-    );
-    CREATE TABLE pairings (
-        pairing_id TEXT PRIMARY KEY,
-        code_hash TEXT NOT NULL UNIQUE,
-        scope TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        expires_at TEXT NOT NULL,
-        state TEXT NOT NULL,
-        phone_id TEXT,
-        check_number TEXT
-    ) WITHOUT ROWID;
-    ALTER TABLE answers ADD COLUMN phone TEXT;
-    ALTER TABLE devices ADD COLUMN phone TEXT;
-    """
+from collie_gateway.store.engine import POSTGRESQL, SQLITE, Db, Tx
 
 _PHONE_COLUMNS: Final = (
     "phone_id, name, scope, token_hash, paired_at, last_seen, last_address, revoked_at"
@@ -55,15 +26,14 @@ _PHONE_COLUMNS: Final = (
 _PAIRING_COLUMNS: Final = "pairing_id, code_hash, scope, created_at, expires_at, state, phone_id"
 # Pairing codes are kept this long after they expire or are used (the CLI reads the outcome).
 KEEP_PAIRINGS: Final = timedelta(days=1)
-
-
-class Runs(Protocol):
-    """What the repository needs of the database: a quick write transaction and quick reads
-    on the loop's connection (``Database.run`` and ``Database.query``)."""
-
-    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
-
-    async def query(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+# A number that moves when another process changed the phones: SQLite's count of commits by
+# other connections to the file; on PostgreSQL a fingerprint of the phones' ids, token hashes
+# and revocations (any worker or the CLI pairing or revoking one moves it).
+_VERSION: Final = {
+    SQLITE: "PRAGMA data_version",
+    POSTGRESQL: "SELECT hashtext(coalesce(string_agg(phone_id || ':' || token_hash || ':' ||"
+    " coalesce(revoked_at, ''), ',' ORDER BY phone_id), '')) FROM phones",
+}
 
 
 def _time(text: str | None) -> datetime | None:
@@ -100,7 +70,7 @@ def _pairing(row: tuple[Any, ...]) -> Pairing:
 class PhonesRepo:
     """Phones, their token hashes, and pairing codes."""
 
-    def __init__(self, db: Runs) -> None:
+    def __init__(self, db: Db) -> None:
         self.db = db
 
     async def add_pairing(self, pairing: Pairing) -> None:
@@ -108,30 +78,30 @@ class PhonesRepo:
         # Times are kept as UTC ISO text: their order is the text's order.
         cutoff = (pairing.created_at - KEEP_PAIRINGS).isoformat()
 
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM pairings WHERE expires_at < ?", (cutoff,))
-            conn.execute(
+        async def write(tx: Tx) -> None:
+            await tx.run("DELETE FROM pairings WHERE expires_at < ?", (cutoff,))
+            await tx.run(
                 f"INSERT INTO pairings({_PAIRING_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                pairing_row(pairing),
+                _pairing_row(pairing),
             )
 
-        await self.db.run(write)
+        await self.db.write(write)
 
     async def pairing(self, pairing_id: str) -> tuple[Pairing, Phone | None, str | None] | None:
         """A pairing code by id, the phone it paired and the check number both show."""
 
-        def read(conn: sqlite3.Connection) -> tuple[Pairing, Phone | None, str | None] | None:
-            row = conn.execute(
+        async def read(tx: Tx) -> tuple[Pairing, Phone | None, str | None] | None:
+            row = await tx.one(
                 f"SELECT {_PAIRING_COLUMNS}, check_number FROM pairings WHERE pairing_id = ?",
                 (pairing_id,),
-            ).fetchone()
+            )
             if row is None:
                 return None
-            pairing = _pairing(row[:-1])
-            phone = _phone_sync(conn, pairing.phone_id) if pairing.phone_id else None
+            pairing = _pairing(tuple(row[:-1]))
+            phone = await _phone_of(tx, pairing.phone_id) if pairing.phone_id else None
             return pairing, phone, row[-1]
 
-        return await self.db.query(read)
+        return await self.db.read(read)
 
     async def redeem(
         self,
@@ -143,126 +113,102 @@ class PhonesRepo:
         pairing (the phone, its public key, the check number): one transaction, so a code
         pairs one phone however many send it at once."""
 
-        def decide(conn: sqlite3.Connection) -> tuple[Effect, Phone | None]:
-            row = conn.execute(
-                f"SELECT {_PAIRING_COLUMNS} FROM pairings WHERE code_hash = ?", (code_hash,)
-            ).fetchone()
-            pairing = _pairing(row) if row else None
+        async def decide(tx: Tx) -> tuple[Effect, Phone | None]:
+            row = await tx.one(
+                f"SELECT {_PAIRING_COLUMNS} FROM pairings WHERE code_hash = ? FOR UPDATE",
+                (code_hash,),
+            )
+            pairing = _pairing(tuple(row)) if row else None
             effect, state = redeem(pairing, now)
             if pairing is None or state is None:
                 return effect, None
             if effect is not Effect.PAIR:
                 if state is not pairing.state:
-                    conn.execute(
+                    await tx.run(
                         "UPDATE pairings SET state = ? WHERE pairing_id = ?",
                         (state.value, pairing.pairing_id),
                     )
                 return effect, None
             phone, public_key, check = make(pairing)
-            _insert_phone_sync(conn, phone, public_key)
-            conn.execute(
+            await _insert_phone(tx, phone, public_key)
+            await tx.run(
                 "UPDATE pairings SET state = ?, phone_id = ?, check_number = ? "
                 "WHERE pairing_id = ?",
                 (state.value, phone.phone_id, check, pairing.pairing_id),
             )
             return effect, phone
 
-        return await self.db.run(decide)
+        return await self.db.write(decide)
 
     async def add_phone(self, phone: Phone, public_key: str | None = None) -> None:
         """Keep a phone made without a code (tests, and a lead's token made on a member)."""
-        await self.db.run(lambda conn: _insert_phone_sync(conn, phone, public_key))
+        await self.db.write(lambda tx: _insert_phone(tx, phone, public_key))
 
     async def phone(self, phone_id: str) -> Phone | None:
         """A phone by id, revoked or not."""
-        return await self.db.query(lambda conn: _phone_sync(conn, phone_id))
+        return await self.db.read(lambda tx: _phone_of(tx, phone_id))
 
     async def phones(self) -> list[Phone]:
         """The phones not revoked, oldest pairing first."""
 
-        def read(conn: sqlite3.Connection) -> list[Phone]:
-            rows = conn.execute(
+        async def read(tx: Tx) -> list[Phone]:
+            rows = await tx.all(
                 f"SELECT {_PHONE_COLUMNS} FROM phones WHERE revoked_at IS NULL "
-                "ORDER BY paired_at, rowid"
-            ).fetchall()
-            return [_phone(row) for row in rows]
+                f"ORDER BY paired_at, {tx.insert_order}"
+            )
+            return [_phone(tuple(row)) for row in rows]
 
-        return await self.db.query(read)
+        return await self.db.read(read)
 
     async def active_ids(self) -> set[str]:
         """The ids of the phones not revoked."""
-
-        def read(conn: sqlite3.Connection) -> set[str]:
-            rows = conn.execute("SELECT phone_id FROM phones WHERE revoked_at IS NULL")
-            return {row[0] for row in rows}
-
-        return await self.db.query(read)
+        sql = "SELECT phone_id FROM phones WHERE revoked_at IS NULL"
+        return {str(row[0]) for row in await self.db.read(lambda tx: tx.all(sql))}
 
     async def revoke(self, phone_id: str, now: datetime) -> bool:
         """Revoke a phone: its token hash is wiped and its push registrations removed, in
         one transaction; its name stays (the ledger names it). Whether it was a phone not
         yet revoked."""
 
-        def write(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(
+        async def write(tx: Tx) -> bool:
+            changed = await tx.run(
                 "UPDATE phones SET revoked_at = ?, token_hash = '' "
                 "WHERE phone_id = ? AND revoked_at IS NULL",
                 (now.isoformat(), phone_id),
             )
-            conn.execute("DELETE FROM devices WHERE phone = ?", (phone_id,))
-            return cur.rowcount == 1
+            await tx.run("DELETE FROM devices WHERE phone = ?", (phone_id,))
+            return changed == 1
 
-        return await self.db.run(write)
+        return await self.db.write(write)
 
     async def data_version(self) -> int:
-        """SQLite's count of commits made by other connections to the file (another
-        process, e.g. the CLI): when it moves, phones may have changed."""
-        return await self.db.query(
-            lambda conn: int(conn.execute("PRAGMA data_version").fetchone()[0])
-        )
+        """A number that moves when another process (another worker, the CLI) changed the
+        phones."""
+        row = await self.db.read(lambda tx: tx.one(_VERSION[tx.engine]))
+        return int(row[0]) if row else 0
 
     async def seen(self, seen: list[tuple[str, datetime, str | None]]) -> None:
         """Write when and from where phones were last seen: (phone id, when, address)."""
         rows = [(when.isoformat(), address, phone_id) for phone_id, when, address in seen]
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.executemany(
-                "UPDATE phones SET last_seen = ?, last_address = ? WHERE phone_id = ?", rows
-            )
-
-        await self.db.run(write)
+        sql = "UPDATE phones SET last_seen = ?, last_address = ? WHERE phone_id = ?"
+        await self.db.write(lambda tx: tx.many(sql, rows))
 
 
-def _phone_sync(conn: sqlite3.Connection, phone_id: str) -> Phone | None:
-    row = conn.execute(
-        f"SELECT {_PHONE_COLUMNS} FROM phones WHERE phone_id = ?", (phone_id,)
-    ).fetchone()
-    return _phone(row) if row else None
+async def _phone_of(tx: Tx, phone_id: str) -> Phone | None:
+    row = await tx.one(f"SELECT {_PHONE_COLUMNS} FROM phones WHERE phone_id = ?", (phone_id,))
+    return _phone(tuple(row)) if row else None
 
 
-def _insert_phone_sync(conn: sqlite3.Connection, phone: Phone, public_key: str | None) -> None:
-    conn.execute(
+async def _insert_phone(tx: Tx, phone: Phone, public_key: str | None) -> None:
+    p, unseen = phone, (None, None, None)  # last seen, from where, revoked
+    row = (p.phone_id, p.name, p.scope.value, p.token_hash, p.paired_at.isoformat())
+    await tx.run(
         f"INSERT INTO phones({_PHONE_COLUMNS}, public_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        phone_row(phone, public_key),
+        (*row, *unseen, public_key),
     )
 
 
-def pairing_row(pairing: Pairing) -> tuple[object, ...]:
-    """A new pairing code's row, in ``_PAIRING_COLUMNS``' order (both backends)."""
+def _pairing_row(pairing: Pairing) -> tuple[object, ...]:
     p = pairing
     at = (p.created_at.isoformat(), p.expires_at.isoformat())
     return (p.pairing_id, p.code_hash, p.scope.value, *at, p.state.value, None)
-
-
-def phone_row(phone: Phone, public_key: str | None) -> tuple[object, ...]:
-    """A new phone's row: ``_PHONE_COLUMNS`` then ``public_key`` (both backends)."""
-    p, unseen = phone, (None, None, None)  # last seen, from where, revoked
-    return (
-        p.phone_id,
-        p.name,
-        p.scope.value,
-        p.token_hash,
-        p.paired_at.isoformat(),
-        *unseen,
-        public_key,
-    )

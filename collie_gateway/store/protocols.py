@@ -1,15 +1,16 @@
-"""What the services ask of the store: one Protocol per repository.
+"""What the services ask of the store: one Protocol per repository, and what only a store
+shared by several workers has (:class:`SharedStore`: the shared log and the leases).
 
-Two backends implement them: SQLite (``store/{mirrors,ledger,notes,pushes,kv}.py`` over one
-``Database`` file, the default) and PostgreSQL (``store/pg/``, for several workers on one
-database). The services and the composition root see only these protocols; the store's
-contract tests (``tests/collie_gateway/test_store_contract.py``) run them on both.
+One set of repositories (``store/*.py``) implements them on either engine: the SQLite file
+(the default) or PostgreSQL (several workers on one database). The services and the
+composition root see only these protocols and ``store/values.py``; the store's contract
+tests (``tests/collie_gateway/test_store_contract.py``) run them on both.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -17,8 +18,18 @@ from collie_gateway.core.answers import Record, Settlement, Tap, TapDecision
 from collie_gateway.core.mirror import AgentMirror
 from collie_gateway.core.notes import Note
 from collie_gateway.core.phones import Effect, Pairing, Phone
-from collie_gateway.store.notify import OwedWebhook, WithdrawalDue
-from collie_gateway.store.pushes import LimiterTurn, LogEntry, OnceFacts, Owe
+from collie_gateway.store.values import (
+    Appended,
+    Lease,
+    LimiterTurn,
+    LogEntry,
+    LogRecord,
+    OnceFacts,
+    Owe,
+    OwedWebhook,
+    StoredEvent,
+    WithdrawalDue,
+)
 from push import Device, Environment, Provider, WebPushKeys
 
 
@@ -52,6 +63,10 @@ class CrewStore(Protocol):
 
 class MirrorsStore(Protocol):
     """Agents and their open conversations, as last mirrored; written in batches."""
+
+    #: The lease epoch this worker holds an agent under (None: not held), set where several
+    #: workers share the store: an agent's rows are written only while its epoch is live.
+    fence: Callable[[str], int | None] | None
 
     async def load_mirrors(self, names: Iterable[str]) -> dict[str, AgentMirror]:
         """The last stored mirror of each named agent (these objects are then flushed)."""
@@ -281,4 +296,84 @@ class NotifyStore(Protocol):
 
     async def owed_webhooks(self) -> list[OwedWebhook]:
         """Every delivery owed, oldest first."""
+        ...
+
+
+class EventLogStore(Protocol):
+    """The workers' shared log: phone events and what agents' links read, in one sequence
+    (commit order); entries written for an agent's link are fenced by its lease's epoch."""
+
+    async def store_id(self) -> str:
+        """This store's id: the first part of every event id."""
+        ...
+
+    async def publish(self, type_: str, data: bytes) -> int:
+        """One phone event in a transaction of its own; its number."""
+        ...
+
+    async def write(self, records: Sequence[LogRecord]) -> Appended:
+        """``records`` in one transaction, in order (fenced entries checked there)."""
+        ...
+
+    async def bounds(self) -> tuple[int, int]:
+        """(the oldest number kept, the last number given)."""
+        ...
+
+    async def since(self, seq: int, limit: int = 1000) -> list[StoredEvent] | None:
+        """The entries after ``seq``; None when ``seq`` is not a number this log can go on
+        from (the phone must reset)."""
+        ...
+
+    async def after(self, seq: int, limit: int = 1000) -> list[StoredEvent]:
+        """The entries after ``seq`` still kept, oldest first (at most ``limit``)."""
+        ...
+
+    async def prune(self, keep: int) -> None:
+        """Keep only the newest ``keep`` entries."""
+        ...
+
+    def hints(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[int]]:
+        """The numbers other writers announced (a hint may be lost: read on a timer too)."""
+        ...
+
+
+class LeasesStore(Protocol):
+    """Agents' leases: one holder per agent, an epoch as fencing token."""
+
+    @property
+    def seconds(self) -> float:
+        """A lease's time, renewed before it runs out."""
+        ...
+
+    async def take(self, agent: str) -> Lease | None:
+        """The agent's lease with a new epoch, if it is free or expired; else None."""
+        ...
+
+    async def renew(self, lease: Lease) -> bool:
+        """Extend a lease still held; False: it expired or was taken."""
+        ...
+
+    async def renew_all(self, leases: list[Lease]) -> set[str]:
+        """Extend every lease still held; the agents whose lease was."""
+        ...
+
+    async def held_elsewhere(self, agents: list[str]) -> set[str]:
+        """Which of ``agents`` have a live lease now (held by anyone)."""
+        ...
+
+    async def give_back(self, lease: Lease) -> None:
+        """Free a lease at once, for another worker to take."""
+        ...
+
+
+class SharedStore(Protocol):
+    """What only a store several workers share has (PostgreSQL): the shared log and the
+    leases."""
+
+    def event_log(self) -> EventLogStore:
+        """The shared log."""
+        ...
+
+    def leases(self, holder: str, seconds: float) -> LeasesStore:
+        """The leases, taken as ``holder`` for ``seconds`` at a time."""
         ...

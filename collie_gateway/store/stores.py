@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from collie_gateway.store.crew import CrewRepo
 from collie_gateway.store.database import Database
+from collie_gateway.store.engine import Db
 from collie_gateway.store.kv import KvRepo
 from collie_gateway.store.ledger import LedgerRepo
 from collie_gateway.store.mirrors import MirrorsRepo
@@ -25,11 +25,9 @@ from collie_gateway.store.protocols import (
     NotifyStore,
     PhonesStore,
     PushesStore,
+    SharedStore,
 )
 from collie_gateway.store.pushes import PushesRepo
-
-if TYPE_CHECKING:
-    from collie_gateway.store.pg.database import PgDatabase
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 
@@ -53,12 +51,17 @@ class Stores:
     phones: PhonesStore
     notify: NotifyStore
     close: Callable[[], Awaitable[None]]
-    pg: PgDatabase | None = None  # the PostgreSQL database (several workers), else None
+    cluster: SharedStore | None = None  # what several workers share (PostgreSQL), else None
 
     @property
     def shared(self) -> bool:
         """Whether other workers may write the same store (PostgreSQL)."""
-        return self.backend == "postgresql"
+        return self.cluster is not None
+
+    @property
+    def pg(self) -> SharedStore | None:
+        """The former name of :attr:`cluster`."""
+        return self.cluster
 
 
 async def open_stores(db_path: Path, url: str | None = None) -> Stores:
@@ -68,27 +71,18 @@ async def open_stores(db_path: Path, url: str | None = None) -> Stores:
     Raises:
         StoreError: the store cannot be used (a newer schema, not a database, no server).
     """
-    if url is not None:
-        return await _open_pg(url)
-    db = await Database.open(db_path)
+    if url is None:
+        return _stores("sqlite", await Database.open(db_path))
+    # Imported here: a SQLite gateway never loads psycopg.
+    from collie_gateway.store.pg.shared import PgShared
+
+    shared = await PgShared.open(url)
+    return _stores("postgresql", shared.db, shared)
+
+
+def _stores(backend: str, db: Db, cluster: SharedStore | None = None) -> Stores:
+    """Every repository on ``db``."""
     kv = KvRepo(db)
     repos = (MirrorsRepo(db), LedgerRepo(db), NotesRepo(db), PushesRepo(db))
-    crew = CrewRepo(kv)
-    return Stores("sqlite", *repos, kv, crew, PhonesRepo(db), NotifyRepo(db), db.close)
-
-
-async def _open_pg(url: str) -> Stores:
-    # Imported here: a SQLite gateway never loads psycopg.
-    from collie_gateway.store.pg.database import PgDatabase
-    from collie_gateway.store.pg.ledger import PgLedgerRepo
-    from collie_gateway.store.pg.mirrors import PgMirrorsRepo
-    from collie_gateway.store.pg.notify import PgNotifyRepo
-    from collie_gateway.store.pg.phones import PgPhonesRepo
-    from collie_gateway.store.pg.pushes import PgPushesRepo
-    from collie_gateway.store.pg.small import PgKvRepo, PgNotesRepo
-
-    db = await PgDatabase.open(url)
-    kv = PgKvRepo(db)
-    repos = (PgMirrorsRepo(db), PgLedgerRepo(db), PgNotesRepo(db), PgPushesRepo(db))
-    phones, notify = PgPhonesRepo(db), PgNotifyRepo(db)
-    return Stores("postgresql", *repos, kv, CrewRepo(kv), phones, notify, db.close, db)
+    crew, phones, notify = CrewRepo(kv), PhonesRepo(db), NotifyRepo(db)
+    return Stores(backend, *repos, kv, crew, phones, notify, db.close, cluster)

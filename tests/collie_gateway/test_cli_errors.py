@@ -18,7 +18,8 @@ import aiohttp
 import pytest
 
 from collie_gateway.errors import StoreError
-from collie_gateway.store.database import MIGRATIONS, Database
+from collie_gateway.store.database import Database
+from collie_gateway.store.schema import DELTAS as MIGRATIONS
 from fixtures.agents.harness import REPO, serve_agent, short_dir
 from wire.agent import Agent, Starter
 

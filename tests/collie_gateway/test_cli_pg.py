@@ -10,7 +10,7 @@ import pytest
 
 from collie_gateway.__main__ import push_options_from_env, store_from
 from collie_gateway.errors import ConfigError
-from collie_gateway.store.pg.database import MIGRATIONS
+from collie_gateway.store.schema import DELTAS as MIGRATIONS
 from collie_gateway.store.stores import open_stores
 from tests.collie_gateway.test_cli_errors import _one_line_refusal, _run, _sources
 

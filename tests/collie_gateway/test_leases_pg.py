@@ -10,9 +10,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from collie_gateway.store.kv import KvRepo as PgKvRepo
 from collie_gateway.store.pg.database import PgDatabase
-from collie_gateway.store.pg.leases import Lease, Leases, StaleEpoch
-from collie_gateway.store.pg.small import PgKvRepo
+from collie_gateway.store.pg.leases import Leases, StaleEpoch
+from collie_gateway.store.values import Lease
 
 
 @contextlib.asynccontextmanager
@@ -77,7 +78,7 @@ async def test_the_mirror_flush_of_a_worker_that_lost_the_lease_writes_nothing(
     pg_url: str,
 ) -> None:
     from collie_gateway.core.mirror import LinkState
-    from collie_gateway.store.pg.mirrors import PgMirrorsRepo
+    from collie_gateway.store.mirrors import MirrorsRepo as PgMirrorsRepo
 
     async with worker(pg_url, "w1") as w1:
         repo = PgMirrorsRepo(w1.db)

@@ -15,9 +15,10 @@ import pytest
 
 from collie_gateway.core.phones import CodeState, Effect, Pairing, Phone, Scope, code_hash
 from collie_gateway.services.phones import Paired, Phones, Refused
-from collie_gateway.store.database import MIGRATIONS, Database
-from collie_gateway.store.phones import MIGRATION as PHONES_MIGRATION
+from collie_gateway.store.database import Database
 from collie_gateway.store.phones import PhonesRepo
+from collie_gateway.store.schema import DELTAS as MIGRATIONS
+from collie_gateway.store.schema import PHONES as PHONES_MIGRATION
 
 T0 = datetime(2026, 12, 4, 18, 0, tzinfo=UTC)
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from collie_gateway.services.phonebus import QUIET, Subscription
 from collie_gateway.services.worklog import SharedBus, SharedLog
 from collie_gateway.store.pg.database import PgDatabase
-from collie_gateway.store.pg.events import EventLog, Record, StoredEvent
+from collie_gateway.store.pg.events import EventLog
 from collie_gateway.store.pg.leases import Leases
+from collie_gateway.store.values import LogRecord as Record
+from collie_gateway.store.values import StoredEvent
 from tests.collie_gateway.conftest import eventually
 
 

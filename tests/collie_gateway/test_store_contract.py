@@ -22,11 +22,10 @@ from collie_gateway.core.mirror import LinkState
 from collie_gateway.core.notes import Note
 from collie_gateway.core.phones import CodeState, Effect, Pairing, Phone, Scope, code_hash
 from collie_gateway.errors import StoreError
-from collie_gateway.store.notify import OwedWebhook
-from collie_gateway.store.pg.database import MIGRATIONS as PG_MIGRATIONS
 from collie_gateway.store.pg.database import check
-from collie_gateway.store.pushes import NOT_DELIVERED, SENT, LogEntry, Owe
+from collie_gateway.store.schema import DELTAS as PG_MIGRATIONS
 from collie_gateway.store.stores import Stores, open_stores
+from collie_gateway.store.values import NOT_DELIVERED, SENT, LogEntry, Owe, OwedWebhook
 from push import Environment, Provider, WebPushKeys
 from wire.messages import Conversation
 

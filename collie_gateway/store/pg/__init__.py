@@ -1,2 +1,3 @@
-"""The store on PostgreSQL: the same repositories as the SQLite file's, for several gateway
-workers on one database (README: "Several workers on PostgreSQL")."""
+"""The PostgreSQL engine (``database.py``) and what only a store several workers share has:
+the shared log (``events.py``) and the leases (``leases.py``), handed to the workers as
+``protocols.SharedStore`` (``shared.py``) (README: "Several workers on PostgreSQL")."""

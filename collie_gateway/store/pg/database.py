@@ -1,197 +1,38 @@
-"""The PostgreSQL store: its connection pool and its migrations.
+"""The PostgreSQL engine: its connection pool, its transactions and its migrations.
 
 Several gateway processes (workers) may open the same database. Each repository's write is
 one transaction on a connection from the pool (``PgDatabase.transaction``); what the SQLite
 backend serializes with its writer lock, PostgreSQL serializes with row locks, unique keys
 and transaction-scoped advisory locks (``lock``).
 
-Migrations run one transaction each, under one advisory lock, so workers starting together
-(or starting while others run) apply each step once; a database newer than this gateway is
-refused without a change.
+The repositories are the SQLite file's (``store/*.py``), written once over
+:class:`~collie_gateway.store.engine.Db`; :class:`PgTx` runs their statements here.
+Migrations (``store/schema.py``) run one transaction each, under one advisory lock, so
+workers starting together (or starting while others run) apply each step once; a database
+newer than this gateway is refused without a change.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Final
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Final, TypeVar
 
 import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from collie_gateway.errors import StoreError
+from collie_gateway.store.engine import POSTGRESQL, Row, Tx, Work, postgres_text
+from collie_gateway.store.schema import LATEST, from_postgres_history, refuse_newer, step
 
 POOL_MAX: Final = 8  # ours: connections one worker keeps
 CONNECT_TIMEOUT: Final = 10.0  # ours: seconds to reach the server at start
 MIGRATION_LOCK: Final = 0x636F6C6C6965  # advisory lock key of the migrations ("collie")
 
-# Each entry migrates from version i to i + 1 (the row of ``collie_schema``). The tables
-# match the SQLite file's (store/database.py) column for column.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE agents (
-        name TEXT PRIMARY KEY,
-        state TEXT NOT NULL,
-        reason TEXT NOT NULL DEFAULT '',
-        hello BYTEA,
-        wire INTEGER,
-        last_event_id TEXT
-    );
-    CREATE TABLE conversations (
-        agent TEXT NOT NULL,
-        id TEXT NOT NULL,
-        body BYTEA NOT NULL,
-        PRIMARY KEY (agent, id)
-    );
-    CREATE TABLE answers (
-        request_id TEXT PRIMARY KEY,
-        agent TEXT NOT NULL,
-        ask_id TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        answer BYTEA NOT NULL,
-        attempts INTEGER NOT NULL,
-        settled INTEGER NOT NULL,
-        outcome TEXT,
-        reason TEXT,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
-    );
-    CREATE INDEX answers_pending ON answers(agent) WHERE settled = 0;
-    CREATE INDEX answers_ask ON answers(agent, ask_id);
-    CREATE TABLE claims (
-        agent TEXT NOT NULL,
-        ask_id TEXT NOT NULL,
-        request_id TEXT NOT NULL,
-        PRIMARY KEY (agent, ask_id)
-    );
-    CREATE TABLE notes (
-        agent TEXT NOT NULL,
-        conversation TEXT NOT NULL,
-        key TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        text TEXT NOT NULL,
-        at TEXT NOT NULL,
-        after_item TEXT,
-        PRIMARY KEY (agent, conversation, key)
-    );
-    CREATE TABLE kv (key TEXT PRIMARY KEY, value BYTEA NOT NULL);
-    CREATE TABLE devices (
-        id TEXT PRIMARY KEY,
-        provider TEXT NOT NULL,
-        token TEXT NOT NULL,
-        environment TEXT NOT NULL,
-        key BYTEA,
-        registered_at DOUBLE PRECISION NOT NULL,
-        UNIQUE (provider, token)
-    );
-    CREATE TABLE push_once (
-        key TEXT PRIMARY KEY,
-        at DOUBLE PRECISION NOT NULL,
-        state TEXT NOT NULL DEFAULT 'done',
-        reason TEXT
-    );
-    CREATE TABLE push_log (
-        id BIGSERIAL PRIMARY KEY,
-        at TEXT NOT NULL,
-        agent TEXT,
-        conversation TEXT,
-        ask TEXT,
-        device TEXT,
-        outcome TEXT NOT NULL,
-        reason TEXT,
-        provider_id TEXT
-    );
-    CREATE TABLE push_delivered (
-        key TEXT NOT NULL,
-        device TEXT NOT NULL,
-        outcome TEXT NOT NULL,
-        at DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (key, device)
-    );
-    """,
-    # One follower per agent (store/pg/leases.py): the lease, its epoch (the fencing token)
-    # and its expiry, on the database's clock.
-    """
-    CREATE TABLE leases (
-        agent TEXT PRIMARY KEY,
-        holder TEXT NOT NULL,
-        epoch BIGINT NOT NULL,
-        expires_at TIMESTAMPTZ NOT NULL
-    );
-    """,
-    # The phones' events in one sequence (store/pg/events.py): numbered from a counter row
-    # in the writing transaction, so sequence order is commit order.
-    """
-    CREATE TABLE event_counter (one INTEGER PRIMARY KEY CHECK (one = 1), seq BIGINT NOT NULL);
-    INSERT INTO event_counter(one, seq) VALUES (1, 0);
-    CREATE TABLE events (
-        seq BIGINT PRIMARY KEY,
-        type TEXT NOT NULL,
-        data BYTEA NOT NULL
-    );
-    """,
-    # What the SQLite file gained since (store/database.py): a device's language, phone and
-    # Web Push keys; the phone of each answer; each ask push's withdrawal; the phones and
-    # pairing codes; withdrawals per device and webhooks owed.
-    """
-    ALTER TABLE devices ADD COLUMN lang TEXT;
-    ALTER TABLE devices ADD COLUMN phone TEXT;
-    ALTER TABLE devices ADD COLUMN p256dh BYTEA;
-    ALTER TABLE devices ADD COLUMN auth BYTEA;
-    ALTER TABLE answers ADD COLUMN phone TEXT;
-    ALTER TABLE push_once ADD COLUMN note BYTEA;
-    CREATE TABLE phones (
-        phone_id TEXT PRIMARY KEY,
-        name TEXT NOT NULL,
-        scope TEXT NOT NULL,
-        token_hash TEXT NOT NULL,
-        public_key TEXT,
-        paired_at TEXT NOT NULL,
-        last_seen TEXT,
-        last_address TEXT,
-        revoked_at TEXT,
-        n BIGSERIAL  -- the order phones were kept in (SQLite's rowid)
-    );
-    CREATE TABLE pairings (
-        pairing_id TEXT PRIMARY KEY,
-        code_hash TEXT NOT NULL UNIQUE,
-        scope TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        expires_at TEXT NOT NULL,
-        state TEXT NOT NULL,
-        phone_id TEXT,
-        check_number TEXT
-    );
-    CREATE TABLE push_withdrawn (
-        key TEXT NOT NULL,
-        device TEXT NOT NULL,
-        outcome TEXT NOT NULL,
-        at DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (key, device)
-    );
-    CREATE TABLE webhooks_owed (
-        id TEXT NOT NULL,
-        url TEXT NOT NULL,
-        body BYTEA NOT NULL,
-        at DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (id, url)
-    );
-    """,
-    # Workers share one log (services/worklog.py): an event written for an agent's link
-    # names the agent and the lease epoch it was written under (fenced at the write), and
-    # carries its words in each language; the store's id starts every phone's event id.
-    """
-    ALTER TABLE events ADD COLUMN agent TEXT;
-    ALTER TABLE events ADD COLUMN epoch BIGINT;
-    ALTER TABLE events ADD COLUMN words BYTEA;
-    INSERT INTO kv(key, value)
-        VALUES ('store_id',
-                convert_to(substr(md5(random()::text || clock_timestamp()), 1, 12), 'UTF8'))
-        ON CONFLICT (key) DO NOTHING;
-    """,
-)
 
 _SCHEMA_TABLE = """
 CREATE TABLE IF NOT EXISTS collie_schema (
@@ -200,11 +41,10 @@ CREATE TABLE IF NOT EXISTS collie_schema (
 );
 INSERT INTO collie_schema(one, version) VALUES (1, 0) ON CONFLICT (one) DO NOTHING;
 """
-
-
-def pg(sql: str) -> str:
-    """A statement written with SQLite's ``?`` placeholders, in psycopg's ``%s``."""
-    return sql.replace("?", "%s")
+UNCHANGED: Final = "the database was not changed"
+_TRY_LOCK: Final = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+_UNLOCK: Final = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
+T = TypeVar("T")
 
 
 def shown(url: str) -> str:
@@ -220,6 +60,42 @@ def one_line(exc: BaseException) -> str:
 Conn = psycopg.AsyncConnection[TupleRow]
 
 
+class PgTx:
+    """A :class:`~collie_gateway.store.engine.Tx` on one pooled connection."""
+
+    __slots__ = ("conn",)
+    engine = POSTGRESQL
+    insert_order = "n"  # the serial column of the tables whose order of insertion is read
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    async def run(self, sql: str, args: Sequence[object] = ()) -> int:
+        """Run one statement; the number of rows it changed."""
+        cur = await self.conn.execute(postgres_text(sql), args)
+        return cur.rowcount
+
+    async def one(self, sql: str, args: Sequence[object] = ()) -> Row | None:
+        """The first row of a statement's result, if any."""
+        cur = await self.conn.execute(postgres_text(sql), args)
+        return await cur.fetchone()
+
+    async def all(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        """Every row of a statement's result."""
+        cur = await self.conn.execute(postgres_text(sql), args)
+        return await cur.fetchall()
+
+    async def many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        """Run one statement for each of ``rows``."""
+        if rows:
+            async with self.conn.cursor() as cur:
+                await cur.executemany(postgres_text(sql), rows)
+
+    async def lock(self, *parts: str) -> None:
+        """Hold the advisory lock named by ``parts`` until the transaction ends."""
+        await lock(self.conn, *parts)
+
+
 async def _migrate_step(conn: Conn, url: str) -> bool:
     """Apply the next migration in one transaction; whether there was one to apply.
 
@@ -232,12 +108,24 @@ async def _migrate_step(conn: Conn, url: str) -> bool:
         cur = await conn.execute("SELECT version FROM collie_schema WHERE one = 1")
         row = await cur.fetchone()
         version = int(row[0]) if row else 0
-        _refuse_newer(url, version)
-        if version == len(MIGRATIONS):
+        refuse_newer(shown(url), version, UNCHANGED)
+        if version < LATEST and await _kept_by_history_before(conn):
+            version = from_postgres_history(shown(url), version)
+        elif version == LATEST:
             return False
-        await conn.execute(MIGRATIONS[version])
-        await conn.execute("UPDATE collie_schema SET version = %s WHERE one = 1", (version + 1,))
+        else:
+            await conn.execute(step(POSTGRESQL, version))
+            version += 1
+        await conn.execute("UPDATE collie_schema SET version = %s WHERE one = 1", (version,))
         return True
+
+
+async def _kept_by_history_before(conn: Conn) -> bool:
+    """Whether the database was kept by PostgreSQL's own history before the one history:
+    it has the shared store's tables at a version below the step that makes them here."""
+    cur = await conn.execute("SELECT to_regclass('leases') IS NOT NULL")
+    row = await cur.fetchone()
+    return bool(row and row[0])
 
 
 class PgDatabase:
@@ -247,7 +135,9 @@ class PgDatabase:
     def __init__(self, pool: AsyncConnectionPool[Conn], url: str) -> None:
         self.pool = pool
         self.url = url
-        self._closing: list[Callable[[], Awaitable[None]]] = []
+        self._closing: list[Callable[[], Awaitable[None]]] = [self._close_holds]
+        self._holds: Conn | None = None  # the connection holding this worker's named locks
+        self._holds_lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, url: str) -> PgDatabase:
@@ -281,6 +171,76 @@ class PgDatabase:
         for flush in self._closing:
             await flush()
         await self.pool.close()
+
+    @property
+    def shared(self) -> bool:
+        """Other workers write the same database."""
+        return True
+
+    async def write(self, fn: Work[T], *, long: bool = False) -> T:
+        """Run ``fn`` in one transaction on a pooled connection."""
+        async with self.transaction() as conn:
+            return await fn(PgTx(conn))
+
+    async def read(self, fn: Work[T], *, long: bool = False) -> T:
+        """Run the reads of ``fn`` on a pooled connection (each statement sees the last
+        committed state)."""
+        async with self.reading() as conn:
+            return await fn(PgTx(conn))
+
+    async def _holds_conn(self) -> Conn:
+        if self._holds is None or self._holds.closed:
+            # Named by the process, so pg_locks says which worker holds which lock.
+            name = f"collie-gateway {os.getpid()}"
+            self._holds = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, application_name=name
+            )
+        return self._holds
+
+    async def try_hold(self, name: str) -> bool:
+        """Take the session advisory lock ``name`` on this worker's own connection; False
+        while another worker holds it. A lost connection is made again once (its locks
+        went with it)."""
+        async with self._holds_lock:
+            for attempt in (1, 2):
+                conn = await self._holds_conn()
+                try:
+                    cur = await conn.execute(_TRY_LOCK, (name,))
+                    row = await cur.fetchone()
+                    return bool(row and row[0])
+                except psycopg.OperationalError:
+                    await conn.close()
+                    if attempt == 2:
+                        raise
+        raise AssertionError("unreachable")
+
+    async def let_go(self, name: str) -> None:
+        """Give back the lock ``name`` (gone anyway if its connection was lost)."""
+        async with self._holds_lock:
+            if self._holds is None or self._holds.closed:
+                return
+            try:
+                await self._holds.execute(_UNLOCK, (name,))
+            except psycopg.OperationalError:
+                await self._holds.close()  # the server dropped it: its locks are gone
+
+    async def _close_holds(self) -> None:
+        if self._holds is not None:
+            await self._holds.close()
+            self._holds = None
+
+    @property
+    def errors(self) -> tuple[type[BaseException], ...]:
+        """What a statement that failed raises."""
+        return (psycopg.Error,)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, *parts: str) -> AsyncIterator[Tx]:
+        """A transaction holding the advisory lock named by ``parts`` while the caller works
+        in it: one worker at a time."""
+        async with self.transaction() as conn:
+            await lock(conn, *parts)
+            yield PgTx(conn)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Conn]:
@@ -320,13 +280,4 @@ async def check(url: str) -> None:
             return  # a new database
         cur = await conn.execute("SELECT version FROM collie_schema WHERE one = 1")
         row = await cur.fetchone()
-    _refuse_newer(url, int(row[0]) if row else 0)
-
-
-def _refuse_newer(url: str, version: int) -> None:
-    """Raise StoreError when the schema at ``version`` is newer than this gateway's."""
-    if version > len(MIGRATIONS):
-        raise StoreError(
-            f"{shown(url)}: schema version {version} is newer than this gateway knows "
-            f"({len(MIGRATIONS)}); update the gateway (the database was not changed)"
-        )
+    refuse_newer(shown(url), int(row[0]) if row else 0, UNCHANGED)

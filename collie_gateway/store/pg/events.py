@@ -19,55 +19,23 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from typing import Final
 
 import psycopg
 
-from collie_gateway.store.pg.database import Conn, PgDatabase
+from collie_gateway.store.pg.database import Conn, PgDatabase, PgTx
 from collie_gateway.store.pg.leases import live
+from collie_gateway.store.values import Appended, StoredEvent
+from collie_gateway.store.values import LogRecord as Record
 
 CHANNEL: Final = "collie_events"
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One entry to write: a phone event, or (``type`` starting with ``~``) what a link read;
-    ``agent`` and ``epoch`` fence an entry written as the agent's lease holder."""
-
-    type: str
-    data: bytes
-    agent: str | None = None
-    epoch: int | None = None
-    words: bytes | None = None  # the event's JSON in other languages (a JSON object)
-
-
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
-    """One entry as every worker reads it."""
-
-    seq: int
-    type: str
-    data: bytes
-    agent: str | None = None
-    epoch: int | None = None
-    words: bytes | None = field(default=None, repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """What one write did: the numbers given (None: an entry dropped), the agents whose
-    lease the writer no longer holds."""
-
-    seqs: list[int | None]
-    lost: set[tuple[str, int]]
 
 
 async def append_many(conn: Conn, records: Sequence[Record]) -> Appended:
     """Number and keep ``records`` in the caller's transaction, in order; an entry fenced by
     a lease epoch that is not live is dropped (and its agent reported lost)."""
     fenced = {(r.agent, r.epoch) for r in records if r.agent is not None and r.epoch is not None}
-    lost = fenced - await live(conn, fenced)
+    lost = fenced - await live(PgTx(conn), fenced)
     kept = [
         r for r in records if r.agent is None or r.epoch is None or (r.agent, r.epoch) not in lost
     ]

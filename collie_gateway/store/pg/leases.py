@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
 
 from collie_gateway.errors import StoreError
-from collie_gateway.store.pg.database import Conn, PgDatabase
+from collie_gateway.store.engine import Tx
+from collie_gateway.store.pg.database import Conn, PgDatabase, PgTx
+from collie_gateway.store.values import Lease
 
 _TAKE = (
     "INSERT INTO leases(agent, holder, epoch, expires_at)"
@@ -25,32 +26,23 @@ _TAKE = (
     " RETURNING epoch"
 )
 _LIVE = (
-    "SELECT agent, epoch FROM leases WHERE (agent, epoch) IN (SELECT * FROM unnest(%s::text[],"
-    " %s::bigint[])) AND expires_at > clock_timestamp() FOR SHARE"
+    "SELECT agent, epoch FROM leases WHERE (agent, epoch) IN (SELECT * FROM unnest(?::text[],"
+    " ?::bigint[])) AND expires_at > clock_timestamp() FOR SHARE"
 )
 
 
-async def live(conn: Conn, held: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+async def live(tx: Tx, held: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
     """Which of these (agent, epoch) leases are live now, in the caller's transaction; their
     rows are held to its end, so none of them can be taken before it commits."""
     pairs = list(held)
     if not pairs:
         return set()
-    cur = await conn.execute(_LIVE, ([a for a, _ in pairs], [e for _, e in pairs]))
-    return {(str(a), int(e)) for a, e in await cur.fetchall()}
+    rows = await tx.all(_LIVE, ([a for a, _ in pairs], [e for _, e in pairs]))
+    return {(str(a), int(e)) for a, e in rows}
 
 
 class StaleEpoch(StoreError):
     """A write for an agent whose lease this epoch no longer holds: nothing was written."""
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A lease held: its agent, holder and epoch."""
-
-    agent: str
-    holder: str
-    epoch: int
 
 
 class Leases:
@@ -114,6 +106,6 @@ class Leases:
             StaleEpoch: the lease expired or another worker took it; nothing is written.
         """
         async with self.db.transaction() as conn:
-            if not await live(conn, [(lease.agent, lease.epoch)]):
+            if not await live(PgTx(conn), [(lease.agent, lease.epoch)]):
                 raise StaleEpoch(f"agent {lease.agent}: epoch {lease.epoch} no longer holds")
             yield conn
