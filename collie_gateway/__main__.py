@@ -6,7 +6,6 @@ Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import errno
 import gc
@@ -36,8 +35,7 @@ from collie_gateway.services.pushing import VAPID_SUBJECT
 from collie_gateway.services.targets import PushTargets, TargetsFactory
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
-from collie_gateway.store.database import Database
-from collie_gateway.store.stores import is_database_url
+from collie_gateway.store.stores import check_store, is_database_url
 from collie_gateway.strings import Catalogue, Catalogues, canonical
 from push import (
     ApnsClient,
@@ -449,12 +447,7 @@ async def _freeze(app: web.Application) -> None:
 
 
 def _serve(settings: Settings) -> int:
-    if settings.database_url is None:
-        Database.check(settings.db_path)  # before a line says the gateway serves
-    else:
-        from collie_gateway.store.pg.database import check
-
-        asyncio.run(check(settings.database_url))
+    check_store(settings.db_path, settings.database_url)  # before a line says it serves
     app = serving.gateway_app(settings)
     app.on_startup.append(_freeze)
     if settings.unix_path is not None:

@@ -57,8 +57,8 @@ class Gateway:
     async def open(cls, settings: Settings) -> Gateway:
         """Open the store, load the last mirror, build every service, start the links."""
         gw = cls(settings, await open_stores(settings.db_path, settings.database_url))
-        if gw.stores.pg is not None:
-            gw.workers = await Workers.open(gw.stores.pg, settings)
+        if gw.stores.cluster is not None:
+            gw.workers = await Workers.open(gw.stores.cluster, settings)
             gw.bus = gw.workers.bus
         await gw._build()
         gw.mirrors_repo.start_flusher()

@@ -27,8 +27,8 @@ import segno
 from collie_gateway.core.phones import CodeState, PairingLink, Phone, Scope, spaced_fingerprint
 from collie_gateway.errors import ConfigError
 from collie_gateway.services.phones import Phones
-from collie_gateway.store.database import Database
-from collie_gateway.store.phones import PhonesRepo
+from collie_gateway.store.protocols import PhonesStore
+from collie_gateway.store.stores import phones_of_file
 from collie_gateway.tls import Tls, self_signed, self_signed_paths
 from collie_gateway.tls import fingerprint as cert_fingerprint
 from collie_gateway.tls import load as load_tls
@@ -192,7 +192,7 @@ class _Backend(Protocol):
 class _File:
     """Through the database file (a running gateway notices within a second)."""
 
-    def __init__(self, db_path: Path, repo: PhonesRepo) -> None:
+    def __init__(self, db_path: Path, repo: PhonesStore) -> None:
         self.db_path = db_path
         self.repo = repo
         self.service = Phones(
@@ -289,11 +289,8 @@ async def _backend(args: argparse.Namespace) -> AsyncIterator[_Backend]:
         finally:
             await http.session.close()
         return
-    db = await Database.open(args.db)
-    try:
-        yield _File(args.db, PhonesRepo(db))
-    finally:
-        await db.close()
+    async with phones_of_file(args.db) as phones:
+        yield _File(args.db, phones)
 
 
 def phone_row(phone: Phone) -> dict[str, Any]:

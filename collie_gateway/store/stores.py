@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +39,31 @@ def is_database_url(value: str) -> bool:
     return value.startswith(URL_SCHEMES)
 
 
+def check_store(db_path: Path, url: str | None = None) -> None:
+    """Refuse a store this gateway cannot use, before a line says it serves; a SQLite file
+    is read without writing anything.
+
+    Raises:
+        StoreError: one line naming the store and what is wrong with it.
+    """
+    if url is None:
+        Database.check(db_path)
+    else:
+        from collie_gateway.store.pg.database import check
+
+        asyncio.run(check(url))
+
+
+@asynccontextmanager
+async def phones_of_file(db_path: Path) -> AsyncIterator[PhonesStore]:
+    """The phones of the SQLite file ``db_path`` (the command line's ``pair`` and ``phones``)."""
+    db = await Database.open(db_path)
+    try:
+        yield PhonesRepo(db)
+    finally:
+        await db.close()
+
+
 @dataclass(frozen=True, slots=True)
 class Stores:
     """Every repository of one store, and how to close it."""
@@ -57,11 +84,6 @@ class Stores:
     def shared(self) -> bool:
         """Whether other workers may write the same store (PostgreSQL)."""
         return self.cluster is not None
-
-    @property
-    def pg(self) -> SharedStore | None:
-        """The former name of :attr:`cluster`."""
-        return self.cluster
 
 
 async def open_stores(db_path: Path, url: str | None = None) -> Stores:
