@@ -23,8 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _common import HELPER_MAX_SECONDS, Json, say, seed_agent_db, serve_commands
-
+from bench._common import HELPER_MAX_SECONDS, Json, say, seed_agent_db, serve_commands
 from wire.agent import Agent, AgentRunner, ConversationHandle, Option
 
 CHAT_ID = "c-bench"

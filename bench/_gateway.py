@@ -25,9 +25,9 @@ import tracemalloc
 from pathlib import Path
 
 import msgspec
-from _common import HELPER_MAX_SECONDS, Handler, Json, pct, rss_kib, say, serve_commands
 from aiohttp import web
 
+from bench._common import HELPER_MAX_SECONDS, Handler, Json, pct, rss_kib, say, serve_commands
 from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.gateway import Gateway
 from collie_gateway.serving import GATEWAY, gateway_app

@@ -25,9 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import HELPER_MAX_SECONDS, rss_kib, say, serve_commands
 from aiohttp import web
 
+from bench._common import HELPER_MAX_SECONDS, rss_kib, say, serve_commands
 from collie_gateway.serving import GATEWAY, gateway_app
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_sources

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import aiohttp
-from _common import HELPER_MAX_SECONDS, Json, rss_kib, say, serve_commands
 
+from bench._common import HELPER_MAX_SECONDS, Json, rss_kib, say, serve_commands
 from collie_gateway.sources import load_sources
 from wire.messages import ConversationPage, Hello, decode
 

@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _common import (
+from acp import Client, spawn_agent_process, text_block
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    RequestPermissionResponse,
+)
+
+from bench._common import (
     bench_main,
     cpu_seconds,
     heading,
@@ -39,12 +46,6 @@ from _common import (
     row,
     short_dir,
     sse_events,
-)
-from acp import Client, spawn_agent_process, text_block
-from acp.schema import (
-    AllowedOutcome,
-    ClientCapabilities,
-    RequestPermissionResponse,
 )
 
 REPO = Path(__file__).resolve().parent.parent

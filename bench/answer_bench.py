@@ -22,7 +22,8 @@ import time
 from typing import Any
 
 import aiohttp
-from _common import (
+
+from bench._common import (
     Child,
     Json,
     Probe,

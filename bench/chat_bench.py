@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _common import (
+
+from bench._common import (
     Child,
     Json,
     Probe,
@@ -43,7 +44,6 @@ from _common import (
     verdict,
     write_sources,
 )
-
 from wire.agent import Agent
 
 RATE_TARGET = 0.5  # ours: the gateway keeps at least half the direct rate

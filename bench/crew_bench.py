@@ -24,7 +24,8 @@ from typing import Any
 
 import aiohttp
 import msgspec
-from _common import (
+
+from bench._common import (
     Child,
     Json,
     Timer,

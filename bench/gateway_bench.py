@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _common import (
+
+from bench._common import (
     Child,
     Json,
     Probe,

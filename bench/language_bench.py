@@ -17,7 +17,8 @@ import random
 import time
 
 import aiohttp
-from _common import (
+
+from bench._common import (
     Json,
     bench_main,
     heading,
@@ -30,7 +31,7 @@ from _common import (
     verdict,
     write_sources,
 )
-from gateway_bench import AGENTS, agents_spec
+from bench.gateway_bench import AGENTS, agents_spec
 
 NOISE = 1.2  # ours: the shared 2-core machine's spread between two phases of one run
 LANGUAGES = {"en": "Durable agents", "it": "Agenti durevoli", "pt-BR": "Agentes duráveis"}

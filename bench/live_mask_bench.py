@@ -11,11 +11,8 @@ Then a 100 KB base64 run in 4-character pieces (it must stay linear).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from collie_gateway.core.cleaning import ShownText
 from collie_gateway.core.redact import Redactor
 

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _common import bench_main, cpu_seconds, heading, pct, ratio, row, short_dir, sse_events
+
+from bench._common import bench_main, cpu_seconds, heading, pct, ratio, row, short_dir, sse_events
 
 SCRIPT = str(Path(__file__).resolve())
 REPO = Path(SCRIPT).parent.parent

@@ -19,17 +19,16 @@ import asyncio
 import gc
 import ssl
 import statistics
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import aiohttp
-from _common import REPO, heading, pct, ratio, row, short_dir, verdict
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from bench._common import heading, pct, ratio, row, short_dir, verdict
 from collie_gateway.strings import Catalogue
 from push import (
     ApnsClient,
@@ -41,8 +40,6 @@ from push import (
     ServiceAccount,
 )
 from push.sender import MAX_IN_FLIGHT
-
-sys.path.insert(0, str(REPO))  # the fakes live with the tests, not in an installed package
 from tests.push.fakes import HOST, FakeApns, FakeFcm, ask_note, make_tls, pem, service_account
 
 TICK = 0.002

@@ -22,9 +22,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the corpus is a fixture
 from collie_gateway.core.redact import Redactor
 from fixtures.redaction.corpus import HELD_OUT, Score, held_out, in_sample, score
 from fixtures.redaction.ordinary import ordinary_lines

@@ -17,16 +17,13 @@ import argparse
 import asyncio
 import random
 import secrets
-import sys
 import time
 from typing import Any
 
 import aiohttp
-from _common import REPO, bench_main, heading, pct, ratio, row, short_dir
 
+from bench._common import bench_main, heading, pct, ratio, row, short_dir
 from bridges.stalwart import Bridge, StalwartConfig
-
-sys.path.insert(0, str(REPO))  # the reference server is a fixture, not an installed package
 from fixtures.stalwart.server import Worker
 from fixtures.stalwart.store import RunStore
 

@@ -21,22 +21,18 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _common import Json, bench_main, heading, pct, ratio, row, short_dir, sse_events
 from playwright.async_api import Browser, Page, async_playwright
 
+from bench._common import Json, bench_main, heading, pct, ratio, row, short_dir, sse_events
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
+from fixtures.browser import PHONE, LiveGateway, chromium_path
 from wire.agent import Agent, ConversationHandle
 from wire.messages import FEATURES
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo's fixtures package
-from fixtures.browser import PHONE, LiveGateway, chromium_path
 
 CHAT_ITEMS = 500
 DRAWN_TARGET_MS = 1000.0  # ours: a phone's screen within a second on loopback

@@ -52,8 +52,8 @@ from datetime import datetime
 from pathlib import Path
 
 import aiohttp
-from _common import heading, pct, ratio, row, sse_events
 
+from bench._common import heading, pct, ratio, row, sse_events
 from collie_gateway.core.answers import Tap, on_result
 from collie_gateway.store.stores import open_stores
 from fixtures.postgres import ThrowawayPostgres, drop_database, new_database
@@ -106,7 +106,14 @@ async def run(db: Path, url: str | None, workers: int, seconds: float, concurren
     args = [str(db), url or "", str(seconds), str(concurrency)]
     procs = [
         await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--child", f"w{i}", *args, stdout=asyncio.subprocess.PIPE
+            sys.executable,
+            "-m",
+            "bench.workers_bench",
+            "--child",
+            f"w{i}",
+            *args,
+            cwd=REPO,
+            stdout=asyncio.subprocess.PIPE,
         )
         for i in range(workers)
     ]

@@ -1,0 +1,1 @@
+"""The benchmarks: run each from the repository root, ``python -m bench.NAME``."""
