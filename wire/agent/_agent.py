@@ -135,10 +135,12 @@ class Agent:
 
     @property
     def _open(self) -> dict[str, ConversationHandle]:
+        """The open conversations by id (kept by ``_state``)."""
         return self._state.open
 
     @property
     def _open_asks(self) -> dict[str, AskHandle]:
+        """The open asks by id (kept by ``_state``)."""
         return self._state.open_asks
 
     # --- handlers ----------------------------------------------------------------------
@@ -304,7 +306,7 @@ class Agent:
     @property
     def conversations(self) -> list[ConversationHandle]:
         """The open conversations."""
-        return list(self._open.values())
+        return list(self._state.open.values())
 
     async def conversation(self, id: str) -> ConversationHandle | None:
         """The conversation ``id``, open or closed; ``None`` when there is none."""
