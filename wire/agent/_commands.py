@@ -140,7 +140,7 @@ class Commands:
                 state.add_item(tx, conv, user)
                 tx.on_commit(lambda: conv.steered.put_nowait(msg))
                 return accepted(conv.id)
-            turn = state.begin_turn(tx, conv, user)
+            turn = state.new_turn(tx, conv, user)
             tx.on_commit(lambda: self.tasks.begin_turn(conv, turn, msg))
             return accepted(conv.id)
 

@@ -332,7 +332,7 @@ class State:
             tx.emit(TurnStopped(conversation_id=conv.id, turn=conv.turn))
             self.touch(tx, conv)
 
-    def begin_turn(self, tx: Tx, conv: ConversationHandle, user: Item) -> Turn:
+    def new_turn(self, tx: Tx, conv: ConversationHandle, user: Item) -> Turn:
         """A message starts a new turn: its number, and the person's item appended."""
         turn = Turn(number=conv.turn + 1)
         self.touch(tx, conv)
