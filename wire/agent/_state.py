@@ -30,7 +30,7 @@ from wire.agent._rules import (
     requests_cutoff,
     us,
 )
-from wire.agent._store import Store, Tx
+from wire.agent._store import UPDATE_ITEM, Store, Tx
 from wire.messages import (
     Ask,
     AskChanged,
@@ -254,7 +254,7 @@ class State:
             conv._items[seq] = old
 
         tx.on_undo(undo)
-        tx.put_item(conv.id, seq, item)
+        tx.execute(UPDATE_ITEM, lambda: (encode(item), conv.id, seq), key=("item", conv.id, seq))
         if delta is not None:
             tx.emit(ItemDelta(conversation_id=conv.id, item_id=item.id, text=delta))
         else:

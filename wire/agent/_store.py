@@ -40,6 +40,10 @@ RING: Final = 4096  # events kept in memory for live readers; older ones are rea
 BATCH: Final = 512  # deferred transactions queued before the writer waits for their commit
 COMMIT_INTERVAL: Final = 0.002  # seconds a deferred transaction waits for others to join it
 
+# An item's row replaced (its params a function: a group commit encodes only the last of a
+# run of deltas to one item, see Tx.execute); run by ``State.put_item``, the hot path.
+UPDATE_ITEM: Final = "UPDATE items SET data = ? WHERE conversation = ? AND seq = ?"
+
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta VALUES ('schema', 1), ('last_event_id', 0), ('pruned_through', 0);
@@ -176,14 +180,6 @@ class Tx:
         self.execute(
             "INSERT INTO items (conversation, seq, data) VALUES (?, ?, ?)",
             (conversation_id, seq, encode(item)),
-        )
-
-    def put_item(self, conversation_id: str, seq: int, item: Item) -> None:
-        """Replace the item at ``seq``; a group commit writes only the last of its deltas."""
-        self.execute(
-            "UPDATE items SET data = ? WHERE conversation = ? AND seq = ?",
-            lambda: (encode(item), conversation_id, seq),
-            key=("item", conversation_id, seq),
         )
 
     def put_ask(self, ask: Ask, turn: int) -> None:
