@@ -86,7 +86,7 @@ def test_no_paragraph_is_said_twice() -> None:
     assert twice == set()
     starts = [p.split(".")[0] for p in said]
     assert starts.count("It prints where to look, e") == 1
-    assert len([p for p in said if p.startswith("`wire/` the protocol (types")]) == 1
+    assert len([p for p in said if p.startswith("`wire/` the protocol and the agent SDK")]) == 1
 
 
 # --- 25.9: the answer bodies the README gives are the ones the gateway takes ------------------
