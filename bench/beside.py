@@ -1,6 +1,6 @@
 """Run one bench script in two trees in the same run: a revision's and this one.
 
-    python bench/beside.py --base 3a7ca1b [--rounds 2] [--timeout 600] chat_bench.py -- --rounds 100
+    python -m bench.beside --base 3a7ca1b [--rounds 2] [--timeout 600] chat_bench.py -- --rounds 100
 
 Makes a detached worktree of ``--base`` in a temp directory (removed at the end), then runs the
 script base/new/base/new… (``--rounds`` each), each run from its own tree: the tree's copy of
@@ -31,7 +31,7 @@ from typing import Final
 
 REPO: Final = Path(__file__).resolve().parents[1]
 _NUMBER: Final = r"[-+]?\d[\d,]*(?:\.\d+)?"
-_UNIT: Final = r"(?:[µu]s|ms|ns|s\b|KiB|MiB|GiB|kB|MB|B\b|/s|%|×|x\b|Hz)"
+_UNIT: Final = r"(?:[µu]s|ms|ns|s\b|KiB|MiB|GiB|kB|MB|B\b|\w*/s|%|×|x\b|Hz)"
 FIGURE: Final = re.compile(rf"({_NUMBER})\s?{_UNIT}|×\s?({_NUMBER})")
 NUMBER: Final = re.compile(_NUMBER)
 
@@ -66,7 +66,7 @@ def run_once(tag: str, tree: Path, script: str, args: Sequence[str], timeout: fl
         text=True,
         start_new_session=True,  # its own process group: a timeout kills its helpers too
     )
-    timer = threading.Timer(timeout, _kill_group, (proc, tag, timeout))
+    timer = threading.Timer(timeout, _kill_group, (proc, f"[{tag}] timeout ({timeout:g} s)"))
     timer.start()
     lines: list[str] = []
     try:
@@ -79,13 +79,13 @@ def run_once(tag: str, tree: Path, script: str, args: Sequence[str], timeout: fl
     finally:
         timer.cancel()
         if proc.poll() is None:
-            _kill_group(proc, tag, timeout)
+            _kill_group(proc, f"[{tag}] stopped")
     print(f"[{tag}] exit {code} after {time.monotonic() - started:.0f} s", flush=True)
     return lines
 
 
-def _kill_group(proc: subprocess.Popen[str], tag: str, timeout: float) -> None:
-    print(f"[{tag}] timeout ({timeout:.0f} s): killing its process group", flush=True)
+def _kill_group(proc: subprocess.Popen[str], why: str) -> None:
+    print(f"{why}: killing its process group", flush=True)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
 
@@ -147,6 +147,8 @@ def main() -> int:
     if not (REPO / "bench" / script).is_file():
         p.error(f"no bench/{script} in {REPO}")
     runs: Runs = {"base": [], "new": []}
+    # SIGTERM unwinds like ^C: the running bench's group is killed, the worktree removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="beside-") as tmp:
         base = Path(tmp) / "base"
         git = ["git", "-C", str(REPO)]
