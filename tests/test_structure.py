@@ -77,6 +77,7 @@ PURE_ROOMS = (
     "wire/messages.py",
     "wire/schema.py",
     "wire/sse.py",
+    "wire/agent/_rules.py",  # the SDK's decisions
     # push's policy (its senders, sender.py, webhook.py and relay/ are its shells)
     "push/__init__.py",
     "push/_jwt.py",

@@ -15,18 +15,9 @@ Usage::
 
 from __future__ import annotations
 
-from wire.agent._agent import (
-    Agent,
-    AskHandle,
-    ButtonHandler,
-    ConversationHandle,
-    ItemHandle,
-    MessageHandler,
-    ReplyHandler,
-    Resolution,
-    StartHandler,
-)
-from wire.agent._server import AgentRunner
+from importlib import import_module
+from typing import TYPE_CHECKING
+
 from wire.messages import (
     Answer,
     Argument,
@@ -39,6 +30,35 @@ from wire.messages import (
     Step,
     ToolRef,
 )
+
+if TYPE_CHECKING:
+    from wire.agent._agent import (
+        Agent,
+        AskHandle,
+        ButtonHandler,
+        ConversationHandle,
+        ItemHandle,
+        MessageHandler,
+        ReplyHandler,
+        Resolution,
+        StartHandler,
+    )
+    from wire.agent._server import AgentRunner
+
+# The SDK's shell loads on first use of its names, so its pure decisions (``_rules``) import
+# no I/O with the package.
+_SHELL = {
+    "Agent": "_agent",
+    "AskHandle": "_agent",
+    "ButtonHandler": "_agent",
+    "ConversationHandle": "_agent",
+    "ItemHandle": "_agent",
+    "MessageHandler": "_agent",
+    "ReplyHandler": "_agent",
+    "Resolution": "_agent",
+    "StartHandler": "_agent",
+    "AgentRunner": "_server",
+}
 
 __all__ = [
     "Agent",
@@ -62,3 +82,12 @@ __all__ = [
     "Step",
     "ToolRef",
 ]
+
+
+def __getattr__(name: str) -> object:
+    home = _SHELL.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # once: later reads skip this hook
+    return value

@@ -1,29 +1,35 @@
 """The handles an agent's code holds: a conversation, an item, an ask. Every change goes
 through the agent's one writer and is sent as events before the call returns.
 
-A handle knows its agent only as a :class:`Host` (the clock, the state file, the writer's
-operations), so this module imports nothing of ``_agent.py``: imports run one way,
-``_agent`` → ``_handles`` → ``_store``."""
+A handle knows its agent only as a :class:`Host`, and the agent's state as a :class:`Keeper`
+(the clock, the state file, the writer's operations), so this module imports nothing of
+``_agent`` or ``_state``: imports run one way, ``_state`` → ``_handles`` → ``_store``."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-import msgspec
 from msgspec import UNSET, UnsetType
 from msgspec.structs import replace
 
+from wire.agent._rules import (
+    Resolution,
+    aware,
+    changed_in_run,
+    checked,
+    derived_id,
+    next_item_id,
+    reraised,
+)
 from wire.agent._store import Store, Tx
-from wire.errors import LocalWireError, RemoteWireError
+from wire.errors import LocalWireError
 from wire.messages import (
-    MAX_ID,
     MAX_TEXT,
     Answer,
     Argument,
@@ -36,82 +42,51 @@ from wire.messages import (
     Progress,
     SendMessage,
     ToolRef,
-    decode,
-    encode,
 )
-
-
-def _derived_id(base: str, key: str) -> str:
-    """``base:key``, or a digest of it when that is longer than an id may be."""
-    whole = f"{base}:{key}"
-    if len(whole) <= MAX_ID:
-        return whole
-    return "f-" + hashlib.sha256(whole.encode()).hexdigest()
-
 
 S = TypeVar("S")
 log = logging.getLogger(__name__)
 
 
-class Resolution(msgspec.Struct, frozen=True, kw_only=True):
-    """How an ask ended: ``how`` is answered, decided, expired or stopped; ``answer`` is the
-    person's (answered) or the agent's own (decided, when it gave one)."""
+class Keeper(Protocol):
+    """What a handle needs of the agent's state: the clock, the state file, and the
+    operations of the one writer, each run inside a transaction (``State`` is the
+    implementation)."""
 
-    how: str
-    at: datetime
-    answer: Answer | None = None
-    request_id: str | None = None
-
-
-def aware(at: datetime) -> datetime:
-    """``at`` with a zone: a naive datetime is taken as UTC."""
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
-def checked(value: S) -> S:
-    """``value`` if it keeps the wire's limits (a decoder would take it), else raise."""
-    try:
-        decode(encode(value), type(value))
-    except (RemoteWireError, UnicodeEncodeError) as exc:
-        raise LocalWireError(f"{type(value).__name__} breaks the wire's limits: {exc}") from None
-    return value
-
-
-def ask_content(ask: Ask) -> Ask:
-    """What an ask asks, without its version and time: equal means "the same ask"."""
-    return replace(ask, version=0, raised_at=None)
-
-
-class Host(Protocol):
-    """What a handle needs of its agent: the clock, the state file, and the operations of the
-    one writer, each run inside a transaction (``Agent`` is the implementation)."""
-
-    _store: Store
-    _open_asks: dict[str, AskHandle]
-    _acted: set[tuple[str, str]]  # AskHandle.once marks of this run
-    _served: bool  # an app was built: answers can arrive
+    store: Store
+    open_asks: dict[str, AskHandle]
+    acted: set[tuple[str, str]]  # AskHandle.once marks of this run
+    served: bool  # an app was built: answers can arrive
 
     def now(self) -> datetime: ...
 
-    async def _transact(self, build: Callable[[Tx], Awaitable[S]], *, defer: bool = False) -> S: ...
+    async def transact(self, build: Callable[[Tx], Awaitable[S]], *, defer: bool = False) -> S: ...
 
-    def _touch(self, tx: Tx, conv: ConversationHandle) -> None: ...
+    def touch(self, tx: Tx, conv: ConversationHandle) -> None: ...
 
-    def _set_info(self, tx: Tx, conv: ConversationHandle, info: Conversation) -> None: ...
+    def set_info(self, tx: Tx, conv: ConversationHandle, info: Conversation) -> None: ...
 
-    def _add_item(self, tx: Tx, conv: ConversationHandle, item: Item) -> int: ...
+    def add_item(self, tx: Tx, conv: ConversationHandle, item: Item) -> int: ...
 
-    def _put_item(
+    def put_item(
         self, tx: Tx, conv: ConversationHandle, seq: int, item: Item, delta: str | None
     ) -> None: ...
 
-    def _put_ask(self, tx: Tx, handle: AskHandle, ask: Ask, *, changed: bool) -> None: ...
+    def put_ask(self, tx: Tx, handle: AskHandle, ask: Ask, *, changed: bool) -> None: ...
 
-    def _resolve(self, tx: Tx, handle: AskHandle, resolution: Resolution) -> None: ...
+    def resolve(self, tx: Tx, handle: AskHandle, resolution: Resolution) -> None: ...
 
-    async def _close(self, tx: Tx, conv: ConversationHandle) -> None: ...
+    async def close(self, tx: Tx, conv: ConversationHandle) -> None: ...
 
-    async def _reopen(self, tx: Tx, conv: ConversationHandle) -> None: ...
+    async def reopen(self, tx: Tx, conv: ConversationHandle) -> None: ...
+
+
+class Host(Protocol):
+    """The agent a handle belongs to (``conv.agent``): it holds the state its handles change
+    (``Agent`` is the implementation)."""
+
+    @property
+    def _state(self) -> Keeper: ...
 
 
 @dataclass(eq=False)
@@ -129,6 +104,7 @@ class ConversationHandle:
 
     def __init__(self, agent: Host, info: Conversation, items: list[Item]) -> None:
         self.agent = agent
+        self._keeper = agent._state
         self._info = info
         self._items = items
         self._item_ids = {item.id: seq for seq, item in enumerate(items)}
@@ -181,10 +157,7 @@ class ConversationHandle:
         return replace(self._info, asks=[a.ask for a in self._open_asks.values()])
 
     def _next_item_id(self) -> str:
-        seq = len(self._items)
-        while f"i{seq}" in self._item_ids:
-            seq += 1
-        return f"i{seq}"
+        return next_item_id(len(self._items), self._item_ids)
 
     def _drain_steered(self) -> None:
         while not self.steered.empty():
@@ -215,7 +188,7 @@ class ConversationHandle:
         Raises:
             LocalWireError: the conversation is closed, the id is taken, or a limit is broken.
         """
-        agent = self.agent
+        keeper = self._keeper
 
         async def build(tx: Tx) -> ItemHandle:
             self._check_open()
@@ -227,7 +200,7 @@ class ConversationHandle:
                     kind=kind,
                     text=text,
                     final=final,
-                    at=agent.now() if final else None,
+                    at=keeper.now() if final else None,
                     language=language,
                     url=url,
                     label=label,
@@ -237,9 +210,9 @@ class ConversationHandle:
                     output=output,
                 )
             )
-            return ItemHandle(self, agent._add_item(tx, self, item))
+            return ItemHandle(self, keeper.add_item(tx, self, item))
 
-        return await agent._transact(build)
+        return await keeper.transact(build)
 
     async def update(
         self,
@@ -262,7 +235,7 @@ class ConversationHandle:
             LocalWireError: the conversation is closed, ``state`` is ``closed`` (use
                 :meth:`close`), ``turn`` is below the current turn, or a limit is broken.
         """
-        agent = self.agent
+        keeper = self._keeper
         changes: dict[str, Any] = {
             k: v
             for k, v in (
@@ -281,7 +254,7 @@ class ConversationHandle:
             self._check_open()
             if not isinstance(turn, UnsetType) and turn < self.turn:
                 raise LocalWireError(f"the turn never decreases: {turn} < {self.turn}")
-            agent._touch(tx, self)
+            keeper.touch(tx, self)
             if not isinstance(state, UnsetType):
                 if state == "closed":
                     raise LocalWireError("close a conversation with close()")
@@ -289,9 +262,9 @@ class ConversationHandle:
                 self._explicit_state = state
                 tx.on_undo(lambda: setattr(self, "_explicit_state", old))
             if changes:
-                agent._set_info(tx, self, checked(replace(self._info, **changes)))
+                keeper.set_info(tx, self, checked(replace(self._info, **changes)))
 
-        await agent._transact(build)
+        await keeper.transact(build)
 
     async def ask(
         self,
@@ -325,7 +298,7 @@ class ConversationHandle:
             LocalWireError: the conversation is closed, the id belongs to another
                 conversation, or a limit is broken.
         """
-        agent = self.agent
+        keeper = self._keeper
 
         async def build(tx: Tx) -> AskHandle:
             self._check_open()
@@ -344,7 +317,7 @@ class ConversationHandle:
                     fields=list(fields),
                     push_title=push_title,
                     push_line=push_line,
-                    raised_at=agent.now(),
+                    raised_at=keeper.now(),
                     arguments=list(arguments),
                     reasons=list(reasons),
                     irreversible=irreversible,
@@ -352,59 +325,51 @@ class ConversationHandle:
             )
             return await self._raise(tx, ask)
 
-        return await agent._transact(build)
+        return await keeper.transact(build)
 
     async def _raise(self, tx: Tx, ask: Ask) -> AskHandle:
         """Raise ``ask``, or find it raised before under its id: open in this run (its
         version grows if the content changed), or kept in the state file (resolved: handed
         back as it ended; open: raised again)."""
-        agent = self.agent
-        existing = agent._open_asks.get(ask.id)
+        keeper = self._keeper
+        existing = keeper.open_asks.get(ask.id)
         if existing is not None:
             if existing.conversation is not self:
                 raise LocalWireError(f"ask {ask.id} belongs to another conversation")
-            if ask_content(existing.ask) != ask_content(ask):
-                new = replace(ask, version=existing.version + 1, raised_at=existing.ask.raised_at)
-                agent._put_ask(tx, existing, new, changed=True)
+            new = changed_in_run(existing.ask, ask)
+            if new is not None:
+                keeper.put_ask(tx, existing, new, changed=True)
             return existing
-        rows = await agent._store.fetch(
-            "SELECT conversation, turn, data, resolution FROM asks WHERE id = ?", (ask.id,)
-        )
-        if rows:
-            conversation, turn, data, resolution = rows[0]
-            if conversation != self.id:
+        kept = await keeper.store.ask(ask.id)
+        if kept is not None:
+            if kept.conversation != self.id:
                 raise LocalWireError(f"ask {ask.id} belongs to another conversation")
-            stored = decode(bytes(data), Ask)
-            if resolution is not None:
-                done = decode(bytes(resolution), Resolution)
-                return AskHandle(self, stored, int(turn), resolution=done)
-            version = (
-                stored.version if ask_content(stored) == ask_content(ask) else stored.version + 1
-            )
-            ask = replace(ask, version=version, raised_at=stored.raised_at)
+            if kept.resolution is not None:
+                return AskHandle(self, kept.ask, kept.turn, resolution=kept.resolution)
+            ask = reraised(kept.ask, ask)
         handle = AskHandle(self, ask, self.turn)
-        agent._put_ask(tx, handle, ask, changed=False)
+        keeper.put_ask(tx, handle, ask, changed=False)
         return handle
 
     async def close(self) -> None:
         """Close the conversation: stops its turn, resolves its asks ``stopped``."""
-        agent = self.agent
+        keeper = self._keeper
 
         async def build(tx: Tx) -> None:
             if not self.closed:
-                await agent._close(tx, self)
+                await keeper.close(tx, self)
 
-        await agent._transact(build)
+        await keeper.transact(build)
 
     async def reopen(self) -> None:
         """Reopen a closed conversation (``conversation.opened``)."""
-        agent = self.agent
+        keeper = self._keeper
 
         async def build(tx: Tx) -> None:
             if self.closed:
-                await agent._reopen(tx, self)
+                await keeper.reopen(tx, self)
 
-        await agent._transact(build)
+        await keeper.transact(build)
 
 
 class ItemHandle:
@@ -445,9 +410,9 @@ class ItemHandle:
             if len(new.text) > MAX_TEXT:  # the limits a delta can break: length, and UTF-8
                 raise LocalWireError(f"item {item.id} is over {MAX_TEXT} characters")
             # (a lone surrogate fails the event's encoding, which undoes the change)
-            conv.agent._put_item(tx, conv, self._seq, new, text)
+            conv._keeper.put_item(tx, conv, self._seq, new, text)
 
-        await conv.agent._transact(build, defer=True)
+        await conv._keeper.transact(build, defer=True)
 
     async def update(
         self,
@@ -481,10 +446,10 @@ class ItemHandle:
             conv._check_open()
             new = replace(self.item, **changes)
             if new.final and new.at is None:
-                new = replace(new, at=conv.agent.now())
-            conv.agent._put_item(tx, conv, self._seq, checked(new), None)
+                new = replace(new, at=conv._keeper.now())
+            conv._keeper.put_item(tx, conv, self._seq, checked(new), None)
 
-        await conv.agent._transact(build)
+        await conv._keeper.transact(build)
 
     async def finish(self, text: str | None = None) -> None:
         """Make the item final, with ``text`` as its whole text when given (``item.updated``)."""
@@ -551,8 +516,8 @@ class AskHandle:
         Waiting before the agent serves logs a warning: no answer can arrive until it does
         (wait in ``agent.spawn(...)``, or serve first; ``Agent.run`` serves before ``setup``).
         """
-        agent = self.conversation.agent
-        if not self._done.is_set() and not agent._served:
+        keeper = self.conversation._keeper
+        if not self._done.is_set() and not keeper.served:
             log.warning(
                 "ask %s: waiting for an answer while the agent does not listen yet: no answer "
                 "can arrive until it serves",
@@ -609,15 +574,15 @@ class AskHandle:
             changes["fields"] = list(fields)
         if not isinstance(deadline, UnsetType):
             changes["deadline"] = aware(deadline) if deadline is not None else None
-        agent = self.conversation.agent
+        keeper = self.conversation._keeper
 
         async def build(tx: Tx) -> None:
-            if agent._open_asks.get(self.id) is not self:
+            if keeper.open_asks.get(self.id) is not self:
                 raise LocalWireError(f"ask {self.id} is not open")
             new = checked(replace(self._ask, version=self._ask.version + 1, **changes))
-            agent._put_ask(tx, self, new, changed=True)
+            keeper.put_ask(tx, self, new, changed=True)
 
-        await agent._transact(build)
+        await keeper.transact(build)
 
     async def follow_up(
         self, text: str, *, kind: str = "notice", key: str = "follow-up"
@@ -631,7 +596,7 @@ class AskHandle:
         was there already or the conversation is closed.
         """
         conv = self.conversation
-        item_id = _derived_id(self.id, key)
+        item_id = derived_id(self.id, key)
         if item_id in conv._item_ids or conv.closed:
             return None
         return await conv.append(kind=kind, text=text, id=item_id)
@@ -647,23 +612,21 @@ class AskHandle:
         again (make such an action check its own result if it must finish).
         """
         resolution = await self.wait()
-        agent = self.conversation.agent
+        keeper = self.conversation._keeper
 
         async def claim(tx: Tx) -> bool:
             mark = (self.id, key)
-            if mark in agent._acted:
+            if mark in keeper.acted:
                 return False
-            rows = await agent._store.fetch(
-                "SELECT 1 FROM acted WHERE ask = ? AND key = ?", (self.id, key)
-            )
-            agent._acted.add(mark)
-            if rows:
+            done_before = await keeper.store.acted(self.id, key)
+            keeper.acted.add(mark)
+            if done_before:
                 return False
-            tx.on_undo(lambda: agent._acted.discard(mark))
-            tx.execute("INSERT INTO acted (ask, key) VALUES (?, ?)", mark)
+            tx.on_undo(lambda: keeper.acted.discard(mark))
+            tx.mark_acted(self.id, key)
             return True
 
-        if not await agent._transact(claim):
+        if not await keeper.transact(claim):
             return False
         await action(resolution)
         return True
@@ -680,30 +643,20 @@ class AskHandle:
         return await self._end("decided", answer)
 
     async def _end(self, how: str, answer: Answer | None = None) -> Resolution:
-        agent = self.conversation.agent
+        keeper = self.conversation._keeper
 
         async def build(tx: Tx) -> Resolution:
-            if agent._open_asks.get(self.id) is not self:
+            if keeper.open_asks.get(self.id) is not self:
                 assert self._resolution is not None
                 return self._resolution
-            resolution = Resolution(how=how, at=agent.now(), answer=answer)
-            agent._resolve(tx, self, resolution)
+            resolution = Resolution(how=how, at=keeper.now(), answer=answer)
+            keeper.resolve(tx, self, resolution)
             return resolution
 
-        return await agent._transact(build)
+        return await keeper.transact(build)
 
     async def withdraw(self, how: str = "stopped") -> Resolution:
         """The agent takes the ask back without an answer (``how``, ``stopped`` by default: a
         later reply is answered ``not_open`` with that reason). Returns the resolution (the
         earlier one if the ask had already ended)."""
-        agent = self.conversation.agent
-
-        async def build(tx: Tx) -> Resolution:
-            if agent._open_asks.get(self.id) is not self:
-                assert self._resolution is not None
-                return self._resolution
-            resolution = Resolution(how=how, at=agent.now())
-            agent._resolve(tx, self, resolution)
-            return resolution
-
-        return await agent._transact(build)
+        return await self._end(how)

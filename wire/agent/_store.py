@@ -1,4 +1,6 @@
-"""The agent's SQLite file (WAL): schema, the one writer, the event log, command records.
+"""The agent's SQLite file (WAL): schema, the one writer, the event log, and every statement
+of the SDK (conversations, items, asks, command records, ``once`` marks): no other module of
+``wire/agent`` holds SQL.
 
 Every access to the connection holds :attr:`Store.lock`: an aiosqlite connection runs one
 statement at a time, but a coroutine's transaction would interleave with another's without it.
@@ -25,8 +27,9 @@ from typing import Any, Final, TypeVar
 
 import aiosqlite
 
+from wire.agent._rules import Resolution, us
 from wire.errors import LocalWireError
-from wire.messages import MAX_EVENT, AgentEvent, encode
+from wire.messages import MAX_EVENT, AgentEvent, Ask, Conversation, Item, decode, encode
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -36,6 +39,10 @@ SCHEMA_VERSION: Final = 1
 RING: Final = 4096  # events kept in memory for live readers; older ones are read from disk
 BATCH: Final = 512  # deferred transactions queued before the writer waits for their commit
 COMMIT_INTERVAL: Final = 0.002  # seconds a deferred transaction waits for others to join it
+
+# An item's row replaced (its params a function: a group commit encodes only the last of a
+# run of deltas to one item, see Tx.execute); run by ``State.put_item``, the hot path.
+UPDATE_ITEM: Final = "UPDATE items SET data = ? WHERE conversation = ? AND seq = ?"
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -94,6 +101,17 @@ def frame(event_id: int, type_: str, data: bytes) -> Frame:
     return Frame(event_id, b"id: %d\nevent: %s\ndata: %s\n\n" % (event_id, type_.encode(), data))
 
 
+@dataclass(frozen=True, slots=True)
+class KeptAsk:
+    """An ask as the state file keeps it: its conversation, the turn it was raised in, its
+    content, and how it ended (``None`` while open)."""
+
+    conversation: str
+    turn: int
+    ask: Ask
+    resolution: Resolution | None
+
+
 @dataclass(slots=True)
 class Tx:
     """One transaction being built: statements, events, and what to do on commit or failure.
@@ -145,6 +163,47 @@ class Tx:
     def on_commit(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` once the transaction committed."""
         self.after.append(fn)
+
+    # --- the rows of the agent's state -------------------------------------------------
+
+    def put_conversation(self, info: Conversation) -> None:
+        """Write a conversation's row (without its items)."""
+        self.execute(
+            "INSERT INTO conversations (id, state, updated_us, data) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
+            "updated_us = excluded.updated_us, data = excluded.data",
+            (info.id, info.state, us(info.updated_at), encode(info)),
+        )
+
+    def add_item(self, conversation_id: str, seq: int, item: Item) -> None:
+        """Write a new item of a conversation at ``seq``."""
+        self.execute(
+            "INSERT INTO items (conversation, seq, data) VALUES (?, ?, ?)",
+            (conversation_id, seq, encode(item)),
+        )
+
+    def put_ask(self, ask: Ask, turn: int) -> None:
+        """Write an open ask (raised, raised again, or changed)."""
+        self.execute(
+            "INSERT INTO asks (id, conversation, turn, data) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET turn = excluded.turn, data = excluded.data",
+            (ask.id, ask.conversation, turn, encode(ask)),
+        )
+
+    def resolve_ask(self, ask_id: str, resolution: Resolution) -> None:
+        """Write how an ask ended."""
+        self.execute("UPDATE asks SET resolution = ? WHERE id = ?", (encode(resolution), ask_id))
+
+    def record(self, request_id: str, key: bytes, result: bytes, at_us: int) -> None:
+        """Keep a command's first result under its request id and canonical key."""
+        self.execute(
+            "INSERT INTO requests (request_id, body, status, result, at_us) VALUES (?, ?, ?, ?, ?)",
+            (request_id, key, 200, result, at_us),
+        )
+
+    def mark_acted(self, ask_id: str, key: str) -> None:
+        """Keep the mark of an ask's action run once (``AskHandle.once``)."""
+        self.execute("INSERT INTO acted (ask, key) VALUES (?, ?)", (ask_id, key))
 
 
 class Store:
@@ -377,6 +436,83 @@ class Store:
             with contextlib.suppress(Exception):
                 await db.execute("ROLLBACK")
             raise
+
+    # --- reads of the agent's state (the caller holds the lock) ------------------------
+
+    async def open_conversations(self) -> list[Conversation]:
+        """The conversations not closed, least recently updated first (without items)."""
+        rows = await self.fetch(
+            "SELECT data FROM conversations WHERE state <> 'closed' ORDER BY updated_us"
+        )
+        return [decode(bytes(data), Conversation) for (data,) in rows]
+
+    async def conversation(self, conversation_id: str) -> Conversation | None:
+        """One conversation (without items), or ``None``."""
+        rows = await self.fetch("SELECT data FROM conversations WHERE id = ?", (conversation_id,))
+        return decode(bytes(rows[0][0]), Conversation) if rows else None
+
+    async def closed_page(
+        self, limit: int, cursor: tuple[int, str] | None
+    ) -> list[tuple[int, str, Conversation]]:
+        """Up to ``limit`` closed conversations after ``cursor`` (``updated_us``, id), newest
+        first, each with its ``updated_us`` and id."""
+        sql = "SELECT updated_us, id, data FROM conversations WHERE state = 'closed'"
+        params: tuple[Any, ...] = ()
+        if cursor is not None:
+            sql += " AND (updated_us, id) < (?, ?)"
+            params = cursor
+        sql += " ORDER BY updated_us DESC, id DESC LIMIT ?"
+        rows = await self.fetch(sql, (*params, limit))
+        return [(int(r[0]), str(r[1]), decode(bytes(r[2]), Conversation)) for r in rows]
+
+    async def items(self, conversation_id: str) -> list[Item]:
+        """A conversation's items, in order."""
+        rows = await self.fetch(
+            "SELECT data FROM items WHERE conversation = ? ORDER BY seq", (conversation_id,)
+        )
+        return [decode(bytes(data), Item) for (data,) in rows]
+
+    async def ask(self, ask_id: str) -> KeptAsk | None:
+        """The ask kept under ``ask_id``, or ``None``."""
+        rows = await self.fetch(
+            "SELECT conversation, turn, data, resolution FROM asks WHERE id = ?", (ask_id,)
+        )
+        if not rows:
+            return None
+        conversation, turn, data, resolution = rows[0]
+        done = decode(bytes(resolution), Resolution) if resolution is not None else None
+        return KeptAsk(str(conversation), int(turn), decode(bytes(data), Ask), done)
+
+    async def resolution(self, ask_id: str) -> Resolution | None:
+        """How the ask ``ask_id`` ended; ``None`` when it is open or unknown."""
+        rows = await self.fetch("SELECT resolution FROM asks WHERE id = ?", (ask_id,))
+        if not rows or rows[0][0] is None:
+            return None
+        return decode(bytes(rows[0][0]), Resolution)
+
+    async def unresolved_asks(self, conversation_id: str) -> list[str]:
+        """The ids of a conversation's asks kept open."""
+        rows = await self.fetch(
+            "SELECT id FROM asks WHERE conversation = ? AND resolution IS NULL",
+            (conversation_id,),
+        )
+        return [str(ask_id) for (ask_id,) in rows]
+
+    async def prior(self, request_id: str) -> tuple[bytes, bytes] | None:
+        """The canonical key and first result recorded under ``request_id``."""
+        rows = await self.fetch(
+            "SELECT body, result FROM requests WHERE request_id = ?", (request_id,)
+        )
+        return (bytes(rows[0][0]), bytes(rows[0][1])) if rows else None
+
+    async def acted(self, ask_id: str, key: str) -> bool:
+        """Whether an ask's action under ``key`` ran in a run before."""
+        rows = await self.fetch("SELECT 1 FROM acted WHERE ask = ? AND key = ?", (ask_id, key))
+        return bool(rows)
+
+    async def forget_requests(self, before_us: int) -> None:
+        """Forget the commands recorded before ``before_us``."""
+        await self.fetch("DELETE FROM requests WHERE at_us < ?", (before_us,))
 
     def wake(self) -> None:
         """Wake every reader waiting in :meth:`waiter`."""
