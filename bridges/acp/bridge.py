@@ -62,7 +62,7 @@ BRIDGE_NAME: Final = "collie-acp-bridge"
 SPLIT_AT: Final = 900_000  # characters: a streamed item is continued in a new one past this
 CANCELLED: Final = {"outcome": {"outcome": "cancelled"}}
 
-# What the chat shows for what ACP cannot promise (README, "ACP agents").
+# What the chat shows for what ACP cannot promise (docs/bridges.md, "ACP agents").
 UNDELIVERED: Final = (
     "The agent restarted before confirming it used your answer to “{title}”. The answer was "
     "not sent again; ask the agent again if it still matters."
@@ -330,7 +330,7 @@ class AcpBridge(AgentBridge):
                 pending.withdrawn = True
                 await pending.handle.withdraw()
                 self.pending.pop(key, None)
-                # ACP's request dies with the process (README, "ACP agents"): say so where
+                # ACP's request dies with the process (docs/bridges.md, "ACP agents"): say so where
                 # the card was, or the card would just vanish.
                 title = pending.handle.ask.title
                 await notice(pending.handle.conversation, ASK_LOST.format(title=title))
