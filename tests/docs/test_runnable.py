@@ -15,10 +15,10 @@ A page marks a block with an HTML comment on the line before its fence:
 The blocks of one page run in order, in one fresh folder that is also ``HOME`` (so
 ``~/.collie`` is the test's), with this checkout's ``collie-gateway`` and ``python`` first on
 ``PATH``, on loopback only, each bounded in time. The one departure from "as shown": the ports.
-Each port a page names (``127.0.0.1:8765``, ``--port 8801``) is a free port instead, the same
-one everywhere on the page, and a gateway started without ``--port`` is given the page's
-8765, so a test never meets a gateway already running. A block whose output is JSON must not
-be an error body (``{"error": …}``), so a refused request fails the page too.
+Each port a page names (``127.0.0.1:8765``, ``--port 8801``, ``"port": 8790``) is a free port
+instead, the same one everywhere on the page, and a gateway started without ``--port`` is
+given the page's 8765, so a test never meets a gateway already running. A block whose output
+is JSON must not be an error body (``{"error": …}``), so a refused request fails the page too.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from fixtures.agents.harness import REPO, short_dir
 from tests.collie_gateway.processes import free_port
 
 MARKED = re.compile(r"^<!-- runnable(?:: ([\w, -]+))? -->\n```(?:sh|bash)\n(.*?)^```$", re.M | re.S)
-PORT = re.compile(r"(?:127\.0\.0\.1:|--port )(\d{4,5})\b")
+PORT = re.compile(r"(?:127\.0\.0\.1:|--port |\"port\": )(\d{4,5})\b")
+GATEWAY = re.compile(r"\bcollie-gateway (?:serve|demo)\b")
 DEMO_PORT = 8765
 BLOCK_SECONDS = 120
 READY_SECONDS = 60
@@ -80,12 +81,15 @@ class Session:
         """``text`` with each port of the page replaced by its free port."""
         for old in {int(p) for p in PORT.findall(text)} | {DEMO_PORT}:
             self.ports.setdefault(old, free_port())
-        return PORT.sub(lambda m: m[0].replace(m[1], str(self.ports[int(m[1])])), text)
+        text = PORT.sub(lambda m: m[0].replace(m[1], str(self.ports[int(m[1])])), text)
+        lines = text.splitlines()
+        for n, line in enumerate(lines):
+            if GATEWAY.search(line) and "--port" not in line:  # the default, 8765, moved too
+                lines[n] = GATEWAY.sub(rf"\g<0> --port {self.ports[DEMO_PORT]}", line)
+        return "\n".join(lines) + "\n"
 
     def start(self, command: str) -> None:
         """Start a server a person would leave running, and wait until it answers."""
-        if re.match(r"collie-gateway (serve|demo)\b", command) and "--port" not in command:
-            command += f" --port {self.ports[DEMO_PORT]}"
         ports = PORT.findall(command) or [str(self.ports[DEMO_PORT])]
         log = self.folder / f"server-{len(self.servers)}.log"
         with log.open("wb") as out:  # the server writes its own copy of the descriptor
@@ -195,7 +199,7 @@ def test_every_runnable_block_runs_as_shown(page: Path, request: pytest.FixtureR
             assert unknown == set(), f"{page.name}: unknown marks {unknown}"
             text = run.moved(block.text)
             if "demo" in block.options and not run.servers:
-                run.start("collie-gateway demo")
+                run.start(run.moved("collie-gateway demo").strip())
             if "serves" in block.options:
                 run.start(text.strip())
             else:
