@@ -102,9 +102,12 @@ def _option(action: argparse.Action) -> str:
 
 def _what(action: argparse.Action) -> str:
     text = (action.help or "").replace("%(default)s", str(action.default))
-    shown = action.default not in (None, False, True, [], argparse.SUPPRESS)
-    if shown and f"{action.default}" not in text:
-        text += f" (default: `{action.default}`)"
+    default = action.default
+    if isinstance(default, float) and default.is_integer():
+        default = int(default)  # as the help says it: 60, not 60.0
+    shown = default not in (None, False, True, [], argparse.SUPPRESS)
+    if shown and f"{default}" not in text:
+        text += f" (default: `{default}`)"
     if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
         text += " — one of " + ", ".join(f"`{c}`" for c in action.choices)
     if action.required and action.option_strings:
