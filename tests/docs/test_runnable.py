@@ -12,6 +12,9 @@ A page marks a block with an HTML comment on the line before its fence:
     <!-- runnable: postgresql -->   COLLIE_DATABASE_URL names a fresh PostgreSQL database, as
                                     the page's set-up before it exported one
 
+A block followed by ``<!-- output -->`` and a fence says what it prints: its output must hold
+that text.
+
 The blocks of one page run in order, in one fresh folder that is also ``HOME`` (so
 ``~/.collie`` is the test's), with this checkout's ``collie-gateway`` and ``python`` first on
 ``PATH``, on loopback only, each bounded in time. The one departure from "as shown": the ports.
@@ -42,7 +45,11 @@ import pytest
 from fixtures.agents.harness import REPO, short_dir
 from tests.collie_gateway.processes import free_port
 
-MARKED = re.compile(r"^<!-- runnable(?:: ([\w, -]+))? -->\n```(?:sh|bash)\n(.*?)^```$", re.M | re.S)
+MARKED = re.compile(
+    r"^<!-- runnable(?:: ([\w, -]+))? -->\n```(?:sh|bash)\n(.*?)^```$"
+    r"(?:\n+<!-- output -->\n```\w*\n(.*?)^```$)?",
+    re.M | re.S,
+)
 PORT = re.compile(r"(?:127\.0\.0\.1:|--port |\"port\": )(\d{4,5})\b")
 GATEWAY = re.compile(r"\bcollie-gateway (?:serve|demo)\b")
 DEMO_PORT = 8765
@@ -56,12 +63,14 @@ class Block:
 
     options: frozenset[str]
     text: str
+    output: str = ""  # what the page says it prints: the block's output must hold it
 
 
 def blocks(page: Path) -> list[Block]:
     """The blocks ``page`` marks runnable, in order."""
     found = MARKED.findall(page.read_text(encoding="utf-8"))
-    return [Block(frozenset(filter(None, map(str.strip, o.split(",")))), t) for o, t in found]
+    marks = [frozenset(filter(None, map(str.strip, o.split(",")))) for o, _, _ in found]
+    return [Block(m, t, out) for m, (_, t, out) in zip(marks, found, strict=True)]
 
 
 PAGES = [p for p in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))] if blocks(p)]
@@ -203,7 +212,9 @@ def test_every_runnable_block_runs_as_shown(page: Path, request: pytest.FixtureR
             if "serves" in block.options:
                 run.start(text.strip())
             else:
-                _no_error_body(run.run(text), text)
+                output = run.run(text)
+                _no_error_body(output, text)
+                assert block.output in output, f"{text}\nprinted {output!r}"
 
 
 def test_the_readme_marks_the_demo_and_its_dashboard_and_each_page_its_first_example() -> None:
