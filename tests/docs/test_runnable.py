@@ -214,7 +214,7 @@ def test_every_runnable_block_runs_as_shown(page: Path, request: pytest.FixtureR
             else:
                 output = run.run(text)
                 _no_error_body(output, text)
-                assert block.output in output, f"{text}\nprinted {output!r}"
+                assert block.output.strip() in output, f"{text}\nprinted {output!r}"
 
 
 def test_the_readme_marks_the_demo_and_its_dashboard_and_each_page_its_first_example() -> None:
