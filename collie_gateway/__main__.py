@@ -35,7 +35,7 @@ from collie_gateway.logmask import mask_logs
 from collie_gateway.phones_cli import DEFAULT_DB, check_db, db_arg, store_from
 from collie_gateway.services.pushing import VAPID_SUBJECT
 from collie_gateway.services.targets import PushTargets, TargetsFactory
-from collie_gateway.settings import Settings
+from collie_gateway.settings import DEMO_STATE, Settings
 from collie_gateway.sources import load_crew, load_sources
 from collie_gateway.store.stores import check_store, shown_url
 from collie_gateway.strings import Catalogue, Catalogues, canonical
@@ -55,7 +55,6 @@ from push.fcm import FCM_URL
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 REPO = Path(__file__).resolve().parent.parent
-DEMO_STATE = Path("~/.collie/demo")
 # What the demo writes in its state folder (``--fresh`` removes these, nothing else).
 DEMO_FILES = (
     *(

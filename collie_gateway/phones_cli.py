@@ -27,6 +27,7 @@ import segno
 from collie_gateway.core.phones import CodeState, PairingLink, Phone, Scope, spaced_fingerprint
 from collie_gateway.errors import ConfigError
 from collie_gateway.services.phones import Phones
+from collie_gateway.settings import DEMO_STATE
 from collie_gateway.store.protocols import PhonesStore
 from collie_gateway.store.stores import check_store, is_database_url, open_stores, phones_of_file
 from collie_gateway.tls import Tls, fingerprint_of, self_signed, self_signed_paths
@@ -332,7 +333,11 @@ class _Http:
 
     async def phones(self) -> list[dict[str, Any]]:
         _, data = await self._call("GET", "/api/v1/phones")
-        return list(data["phones"])
+        # The times as the file's rows give them (the API's carry fractions of a second).
+        return [
+            row | {k: zulu(row[k]) for k in ("paired_at", "last_seen") if row.get(k)}
+            for row in data["phones"]
+        ]
 
     async def revoke(self, phone_id: str) -> bool:
         status, _ = await self._call("DELETE", f"/api/v1/phones/{phone_id}")
@@ -358,9 +363,11 @@ async def _backend(args: argparse.Namespace) -> AsyncIterator[_Backend]:
             await stores.close()
         return
     if not db_path.is_file():
+        demo = (DEMO_STATE / "collie.db").expanduser()
         raise ConfigError(
             f"--db {db_path}: no gateway store there; name the running gateway's (--db as "
-            "serve was given it; the demo prints its pair command when it starts)"
+            "serve was given it"
+            + (f"; the demo's: --db {demo})" if demo.is_file() else "; the demo prints its own)")
         )
     check_store(db_path)  # a newer gateway's file is refused, not migrated
     async with phones_of_file(db_path) as phones:

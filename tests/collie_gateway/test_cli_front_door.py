@@ -86,9 +86,18 @@ def test_no_store_where_pair_looks_is_one_line_not_a_new_file(
     done = _cli(*command, cwd=tmp_path)
     assert _one_line_refusal(done) == (
         "collie-gateway: --db collie.db: no gateway store there; name the running gateway's "
-        "(--db as serve was given it; the demo prints its pair command when it starts)"
+        "(--db as serve was given it; the demo prints its own)"
     )
     assert list(tmp_path.iterdir()) == []
+    demo = tmp_path / ".collie" / "demo" / "collie.db"  # HOME is tmp_path
+    demo.parent.mkdir(parents=True)
+    demo.write_bytes(b"")
+    done = _cli(*command, cwd=tmp_path)
+    assert _one_line_refusal(done) == (
+        "collie-gateway: --db collie.db: no gateway store there; name the running gateway's "
+        f"(--db as serve was given it; the demo's: --db {demo})"
+    )
+    assert not (tmp_path / "collie.db").exists()
 
 
 def test_pair_takes_a_postgresql_url_as_serve_does(pg_url: str, tmp_path: Path) -> None:
@@ -237,16 +246,20 @@ async def test_the_demo_starts_its_agents_before_it_looks_and_says_what_wire2_is
     assert "refused" not in err.lower()
 
 
-async def test_the_demo_with_a_token_prints_curl_lines_that_carry_it(tmp_path: Path) -> None:
+async def test_the_demo_with_a_token_prints_curl_lines_that_work_once_a_phone_paired(
+    tmp_path: Path,
+) -> None:
     async with Demo(tmp_path, {"COLLIE_TOKEN": "a-secret-of-the-test"}) as demo:
+        await _pair_as_printed(demo, "Pixel")
         curl = demo.said("dashboard:")
         assert curl == f'curl -H "Authorization: Bearer $COLLIE_TOKEN" {demo.base}/api/v1/dashboard'
-        headers = {"Authorization": "Bearer a-secret-of-the-test"}
-        async with (
-            aiohttp.ClientSession() as http,
-            http.get(demo.base + "/api/v1/dashboard", headers=headers) as resp,
-        ):
-            assert resp.status == 200
+        assert not any("curl needs a credential too" in line for line in demo.lines)
+        async with aiohttp.ClientSession() as http:
+            async with http.get(demo.base + "/api/v1/dashboard") as resp:
+                assert resp.status == 401  # a phone is paired: loopback is no longer open
+            headers = {"Authorization": "Bearer a-secret-of-the-test"}
+            async with http.get(demo.base + "/api/v1/dashboard", headers=headers) as resp:
+                assert resp.status == 200
 
 
 def test_the_demo_refuses_a_database_url_of_another_kind_in_one_line(tmp_path: Path) -> None:
