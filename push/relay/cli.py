@@ -12,7 +12,7 @@ from aiohttp import web
 from push.relay.app import DAILY_ALERTS, Senders, create_app
 from push.webpush import check_endpoint
 
-DEFAULT_PORT = 8791  # ours: beside the MCP bridge's 8790, and not it
+DEFAULT_PORT = 8792  # ours: not the MCP bridge's 8790 nor the hooks bridge's 8791
 
 Serve = Callable[[web.Application, str, int], int]
 

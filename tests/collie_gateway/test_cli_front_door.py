@@ -43,14 +43,14 @@ def test_relay_and_the_mcp_bridge_default_to_different_ports() -> None:
     relay = _parser().parse_args(["relay", "--public-url", "https://relay.example.org"])
     mcp = _parser().parse_args(["bridge", "mcp", "--stdio"])
     assert mcp.port == 8790
-    assert relay.port == 8791
+    assert relay.port == 8792
     assert relay.db == Path("relay.db")
 
 
 def test_relay_help_shows_its_defaults(tmp_path: Path) -> None:
     text = " ".join(_cli("relay", "--help", cwd=tmp_path).stdout.split())
     assert "--db DB SQLite file (relay.db)" in text
-    assert "--port PORT port to listen on (8791)" in text
+    assert "--port PORT port to listen on (8792)" in text
 
 
 @pytest.mark.parametrize("command", [["pair"], ["phones", "list"], ["phones", "revoke", "p-1"]])
