@@ -97,7 +97,7 @@ def test_no_paragraph_is_said_twice(page: Path) -> None:
 
 def test_the_readme_says_once_where_to_look_and_the_folders_are_said_once() -> None:
     said = README.read_text(encoding="utf-8")
-    assert said.count("It prints where to look, e") == 1
+    assert said.count("It prints where to look (") == 1
     folders = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert folders.count("`wire/` the protocol and the agent SDK") == 1
 
