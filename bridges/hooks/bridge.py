@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 MAX_BODY: Final = 1024 * 1024  # a hook's JSON; a larger body is refused 413
 HOLD: Final = 3600  # seconds a PermissionRequest is held (the hook's timeout, installed so)
 GONE: Final = "{client} stopped waiting for this card (the session ended or the hook timed out)."
-NOT_REACHED: Final = "This session has ended: a message no longer reaches it."
 
 
 @dataclass(eq=False)
@@ -75,7 +74,6 @@ class Session:
     items: dict[str, ItemHandle] = field(default_factory=dict)
     calls: dict[str, str] = field(default_factory=dict)  # tool_use id -> call key
     pending: dict[str, Pending] = field(default_factory=dict)
-    queued: list[str] = field(default_factory=list)
     reading: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -138,6 +136,7 @@ class HooksBridge(AgentBridge):
         )
         self.agent.on_message(self._on_message)
         self.sessions: dict[str, Session] = {}
+        self.queued: dict[str, list[str]] = {}  # conversation -> phone messages for its Stop
         self._opening = asyncio.Lock()
         self._runner: web.AppRunner | None = None
         self._tail: asyncio.Task[None] | None = None
@@ -205,16 +204,13 @@ class HooksBridge(AgentBridge):
             handle = await conv.ask(id=ask.id, **fields)
             if handle.open:
                 await handle.decide()
-                client = "Codex" if conv.id.startswith("codex-") else "Claude Code"
-                await notice(conv, mapping.RESTARTED.format(client=client))
+                await notice(conv, mapping.RESTARTED.format(client=_client_of(conv)))
 
     async def _on_message(self, conv: ConversationHandle, msg: SendMessage) -> None:
-        session = next((s for s in self.sessions.values() if s.conv is conv), None)
-        if session is None:
-            await notice(conv, NOT_REACHED)
-            return
-        session.queued.append(msg.text)
-        await notice(conv, mapping.QUEUED.format(client=mapping.CLIENTS[session.client]))
+        """A message typed on the phone waits for the session's next ``Stop`` (also one the
+        bridge has not heard from since it started)."""
+        self.queued.setdefault(conv.id, []).append(msg.text)
+        await notice(conv, mapping.QUEUED.format(client=_client_of(conv)))
 
     # --- HTTP ---------------------------------------------------------------------------
 
@@ -294,10 +290,10 @@ class HooksBridge(AgentBridge):
 
     async def _stopped(self, session: Session) -> dict[str, Any]:
         await self._desk_first(session, None)
-        if not session.queued:
+        queued = self.queued.pop(session.conv.id, [])
+        if not queued:
             return {}
-        message = "\n\n".join(session.queued)
-        session.queued.clear()
+        message = "\n\n".join(queued)
         await notice(session.conv, mapping.SENT.format(client=mapping.CLIENTS[session.client]))
         return mapping.stop_reply(message)
 
@@ -329,14 +325,10 @@ class HooksBridge(AgentBridge):
         pending.waiting += 1
         try:
             return await asyncio.shield(pending.reply)
-        except asyncio.CancelledError:  # the client dropped the request
+        finally:  # answered, or the client dropped the request (cancelled)
             pending.waiting -= 1
             if pending.waiting == 0 and not pending.reply.done() and not self._closing:
                 self.agent.spawn(self._end(session, pending, GONE))
-            raise
-        finally:
-            if pending.reply.done():
-                pending.waiting = max(0, pending.waiting - 1)
 
     async def _raise(self, session: Session, hook: Hook, key: str) -> Pending:
         if hook.tool == mapping.QUESTION_TOOL and mapping.questions(hook):
@@ -354,7 +346,9 @@ class HooksBridge(AgentBridge):
         return pending
 
     async def _settle(self, session: Session, pending: Pending) -> None:
-        """When every card of the question ends: the hook's answer."""
+        """When every card of the question ends: the hook's answer (none if any card ended
+        unanswered)."""
+        value: dict[str, Any] = {}
         try:
             resolutions = [await h.wait() for h in pending.handles]
             answers = [r.answer if r.how == "answered" else None for r in resolutions]
@@ -372,7 +366,7 @@ class HooksBridge(AgentBridge):
             if session.pending.get(pending.key) is pending:
                 del session.pending[pending.key]
             if not pending.reply.done():
-                pending.reply.set_result(locals().get("value", {}))
+                pending.reply.set_result(value)
 
     async def _end(self, session: Session, pending: Pending, said: str) -> None:
         """End a question's open cards ``decided``, saying why, once."""
@@ -470,6 +464,10 @@ def _grown(path: Path, offset: int, inode: int) -> tuple[int, bool, bytes] | Non
 
 def _tool_items(conv: ConversationHandle) -> dict[str, ItemHandle]:
     return {i.id: ItemHandle(conv, n) for n, i in enumerate(conv.items) if i.kind == "tool"}
+
+
+def _client_of(conv: ConversationHandle) -> str:
+    return "Codex" if conv.id.startswith("codex-") else "Claude Code"
 
 
 def _refuse(status: int, line: str) -> web.Response:

@@ -34,7 +34,6 @@ QUEUED: Final = "Queued: {client} gets this message when it stops."
 SENT: Final = "Sent to {client} as its next instruction."
 ENDED: Final = "{client}'s session ended ({reason})."
 WAITING: Final = "{client} is waiting in {folder}: {message}"
-FINISHED: Final = "{client} finished in {folder}."
 DENIED: Final = "Denied on the phone."
 
 
