@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import stat
 import sys
@@ -12,14 +13,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from bridges.hooks import keys, settings
 from collie_gateway.__main__ import main
+from collie_gateway.core.mirror import LinkState
 from collie_gateway.errors import SourcesError
 from collie_gateway.sources import parse_sources
-from tests.bridges.hooks_rig import Hooks, running
-from tests.collie_gateway.conftest import ClientFactory
+from tests.bridges.hooks_rig import Hooks, running, sample
+from tests.bridges.test_mcp_supervised import FAST, free_port
+from tests.collie_gateway.conftest import ClientFactory, Rig, eventually, post_json
 
 REPO = Path(__file__).resolve().parents[2]
 THEIRS: dict[str, Any] = {
@@ -188,3 +192,33 @@ def test_sources_hooks_entry(tmp_path: Path) -> None:
         parse_sources(
             {"durable_agents": [{"name": "a", "hooks": {"host": "0.0.0.0"}}]}, "s.json", {}
         )
+
+
+async def test_the_gateway_runs_the_bridge_from_sources_and_the_phone_answers(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    caplog.set_level(logging.INFO, logger="collie_gateway.bridge.claude-code")
+    port, keys_path = free_port(), rig.tmp / "keys.json"
+    keys.remember(keys_path, "claude-code", "s3cret")
+    spec = {"port": port, "socket": str(rig.tmp / "cc.sock"), "state": str(rig.tmp / "cc.db")}
+    entry = {"name": "claude-code", "hooks": {**spec, "keys": str(keys_path)}}
+    sources = parse_sources({"durable_agents": [entry]}, "sources.json", {})
+    client, gw = await rig.gateway(sources, bridge_backoff=FAST)
+    mirror = gw.mirrors["claude-code"]
+    await eventually(lambda: mirror.state is LinkState.READY, 30.0)
+    assert mirror.hello is not None
+    assert mirror.hello.runtime == "hooks"
+    body = sample("claude-code", "PermissionRequest", "s1", rig.tmp, rig.tmp / "t.jsonl")
+    url = f"http://127.0.0.1:{port}/hooks/claude-code"
+    async with aiohttp.ClientSession(headers={"Authorization": "Bearer s3cret"}) as http:
+        held = asyncio.create_task(http.post(url, json=body))
+        await eventually(lambda: any(c.asks for c in mirror.conversations.values()), 20.0)
+        [ask] = [a for c in mirror.conversations.values() for a in c.asks]
+        answer = {"request_id": "r1", "version": 1, "answer": {"option": "deny"}}
+        result = await post_json(client, f"/api/v1/agents/claude-code/asks/{ask.id}/answer", answer)
+        assert result["outcome"] == "accepted"
+        async with await asyncio.wait_for(held, 10) as resp:
+            decision = (await resp.json())["hookSpecificOutput"]["decision"]
+    assert decision["behavior"] == "deny"
+    assert any("bridge hooks: serving" in m for m in caplog.messages)
