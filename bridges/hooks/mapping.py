@@ -23,6 +23,7 @@ from wire.messages import Argument, Option
 CLIENTS: Final = {"claude-code": "Claude Code", "codex": "Codex"}
 QUESTION_TOOL: Final = "AskUserQuestion"
 OUTPUT_LIMIT: Final = 20_000  # characters of a tool's output kept on its item
+ARGUMENT_LIMIT: Final = 20_000  # characters of one argument shown on a card (a file's content)
 
 # What the chat shows (docs/claude-code-and-codex.md).
 ALWAYS_SAYS: Final = "“Always allow” keeps {client}'s own suggestion for this session: {rules}"
@@ -162,7 +163,12 @@ def permission_draft(hook: Hook) -> AskDraft:
     options.append(Option(id="deny", label="Deny", role="deny"))
     tool_input = hook.tool_input
     arguments = [
-        Argument(name=label(str(k)) or "?", value=v, origin="model") for k, v in tool_input.items()
+        Argument(
+            name=label(str(k)) or "?",
+            value=cut(v, ARGUMENT_LIMIT) if isinstance(v, str) else v,
+            origin="model",
+        )
+        for k, v in tool_input.items()
     ]
     reason = string(hook.body.get("reason")) or string(tool_input.get("description"))
     text = ALWAYS_SAYS.format(client=hook.who, rules=_rules(found)) if found else ""

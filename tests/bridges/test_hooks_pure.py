@@ -100,3 +100,13 @@ def test_settings_uninstall_leaves_a_group_shared_with_another_hook() -> None:
     assert settings.uninstall(mixed, "claude-code") == {"hooks": {"Stop": [{"hooks": [theirs]}]}}
     with pytest.raises(ValueError, match="not a list"):
         settings.install({"hooks": {"Stop": {}}}, "claude-code", {"Stop": ours})
+
+
+def test_a_long_argument_is_cut_saying_so() -> None:
+    body: dict[str, Any] = dict(hook("PermissionRequest").body)
+    body["tool_name"] = "Write"
+    body["tool_input"] = {"file_path": "/x/a.txt", "content": "y" * 300_000}
+    draft = mapping.permission_draft(mapping.parse("claude-code", json.dumps(body).encode()))
+    content = draft.arguments[1].value
+    assert len(content) < 20_100
+    assert content.endswith("(280000 more characters not kept)")
