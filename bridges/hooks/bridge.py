@@ -45,6 +45,7 @@ from wire.messages import Ask
 log = logging.getLogger(__name__)
 
 MAX_BODY: Final = 1024 * 1024  # a hook's JSON; a larger body is refused 413
+QUIET: Final = 600.0  # seconds without a hook after which a transcript is read on hooks only
 HOLD: Final = 3600  # seconds a PermissionRequest is held (the hook's timeout, installed so)
 GONE: Final = "{client} stopped waiting for this card (the session ended or the hook timed out)."
 
@@ -75,6 +76,7 @@ class Session:
     calls: dict[str, str] = field(default_factory=dict)  # tool_use id -> call key
     pending: dict[str, Pending] = field(default_factory=dict)
     reading: asyncio.Lock = field(default_factory=asyncio.Lock)
+    heard: float = 0.0  # the loop's time of its last hook
 
 
 _ASK_FIELDS: Final = (
@@ -278,6 +280,7 @@ class HooksBridge(AgentBridge):
             session.items = _tool_items(conv)
             self.sessions[hook.session] = session
         session.transcript = hook.transcript or session.transcript
+        session.heard = asyncio.get_running_loop().time()
         return session
 
     async def _prompted(self, session: Session, hook: Hook) -> None:
@@ -387,9 +390,14 @@ class HooksBridge(AgentBridge):
     # --- transcripts --------------------------------------------------------------------
 
     async def _tail_all(self) -> None:
+        """Read every session's transcript as it grows; a session silent for ``QUIET``
+        seconds with no question open is read again at its next hook only."""
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.poll)
             for session in list(self.sessions.values()):
+                if loop.time() - session.heard > QUIET and not session.pending:
+                    continue
                 try:
                     await self._read(session)
                 except Exception:

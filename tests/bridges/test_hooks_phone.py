@@ -268,3 +268,24 @@ async def test_a_restart_drops_held_requests_and_their_cards_end_decided(hooks: 
     assert ask2 != ask
     await hooks.answer(ask2, {"option": "deny"}, request_id="again")
     assert await asyncio.wait_for(again, 10) == (200, decision(DENY))
+
+
+async def test_a_permission_prompt_notification_is_not_said_while_its_card_shows(
+    hooks: Hooks,
+) -> None:
+    hooks.hold(hooks.body("PermissionRequest"))
+    [(conv, _)] = await hooks.wait_asks(1)
+    body = {**hooks.body("Notification"), "notification_type": "permission_prompt"}
+    assert await hooks.post(body) == (200, {})
+    assert await hooks.texts(conv, "notice") == []
+
+
+async def test_codex_gets_the_queued_message_at_its_stop(hooks: Hooks) -> None:
+    held = hooks.hold(hooks.body("PermissionRequest", client="codex"), client="codex")
+    [(conv, _)] = await hooks.wait_asks(1)
+    await hooks.say(conv, "Then run the linter")
+    await hooks.wait_text(conv, "notice", mapping.QUEUED.format(client="Codex"))
+    stop = hooks.body("Stop", client="codex")
+    expected = {"decision": "block", "reason": "Then run the linter"}
+    assert await hooks.post(stop, client="codex") == (200, expected)
+    assert await asyncio.wait_for(held, 5) == (200, {})  # the Stop: Codex went on without it
