@@ -33,9 +33,11 @@ KEY = "sk-ant-api03-" + "x" * 40 + "fakefakefakefake1234"
 
 
 def claude_binary() -> Path:
-    """The binary, installed with npm into the tests' own folder when missing."""
-    found = NPM_DIR / "node_modules" / ".bin" / "claude"
-    if not found.exists():
+    """The native binary, installed with npm into the tests' own folder when missing (about
+    3 s here; npm may leave the wrapper's postinstall unrun, so the platform package's binary
+    is preferred to ``.bin/claude``)."""
+    wrapper = NPM_DIR / "node_modules" / ".bin" / "claude"
+    if not wrapper.exists():
         NPM_DIR.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [
@@ -51,7 +53,8 @@ def claude_binary() -> Path:
             timeout=600,
             capture_output=True,
         )
-    return found
+    native = sorted((NPM_DIR / "node_modules" / "@anthropic-ai").glob("claude-code-*/claude"))
+    return native[0] if native else wrapper
 
 
 @dataclass
