@@ -9,77 +9,21 @@ import asyncio
 import contextlib
 import json
 import os
-import re
-import signal
-import subprocess
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from bridges.hooks import mapping
-from collie_gateway.__main__ import main
 from fixtures.hooks.fake_anthropic import COMMAND, FakeAnthropic
 from tests.bridges.hooks_rig import Hooks, running
+from tests.bridges.real_clients import Terminal, in_a_terminal, install_hooks, npm_binary, serving
 from tests.collie_gateway.conftest import ClientFactory, eventually
 
 VERSION = "2.1.197"
-NPM_DIR = Path(__file__).resolve().parents[2] / ".cache" / f"claude-code-{VERSION}"
 DESK_FIRST = mapping.DESK_FIRST.format(client="Claude Code")
 KEY = "sk-ant-api03-" + "x" * 40 + "fakefakefakefake1234"
-
-
-def claude_binary() -> Path:
-    """The native binary, installed with npm into the tests' own folder when missing (about
-    3 s here; npm may leave the wrapper's postinstall unrun, so the platform package's binary
-    is preferred to ``.bin/claude``)."""
-    wrapper = NPM_DIR / "node_modules" / ".bin" / "claude"
-    if not wrapper.exists():
-        NPM_DIR.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                "npm",
-                "install",
-                "--prefix",
-                str(NPM_DIR),
-                "--no-audit",
-                "--no-fund",
-                f"@anthropic-ai/claude-code@{VERSION}",
-            ],
-            check=True,
-            timeout=600,
-            capture_output=True,
-        )
-    native = sorted((NPM_DIR / "node_modules" / "@anthropic-ai").glob("claude-code-*/claude"))
-    return native[0] if native else wrapper
-
-
-@dataclass
-class Terminal:
-    """``claude`` in a pseudo-terminal: what it printed, and keys typed into it."""
-
-    proc: asyncio.subprocess.Process
-    master: int
-    screen: bytearray = field(default_factory=bytearray)
-
-    def text(self) -> str:
-        plain = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", b"", bytes(self.screen))
-        return plain.decode(errors="replace")
-
-    async def type(self, keys: str) -> None:
-        for ch in keys:
-            os.write(self.master, ch.encode())
-            await asyncio.sleep(0.02)
-
-    async def close(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        await self.proc.wait()
-        asyncio.get_running_loop().remove_reader(self.master)
-        os.close(self.master)
 
 
 @contextlib.asynccontextmanager
@@ -97,6 +41,7 @@ async def claude_in_a_terminal(hooks: Hooks, api_url: str) -> AsyncIterator[Term
             }
         )
     )
+    install_hooks(hooks, "claude-code", {"HOME": str(home)})
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(home),
@@ -108,50 +53,11 @@ async def claude_in_a_terminal(hooks: Hooks, api_url: str) -> AsyncIterator[Term
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     }
-    old = os.environ.copy()
-    os.environ.update({"HOME": str(home)})
-    os.environ.pop("CLAUDE_CONFIG_DIR", None)
-    try:
-        port = str(hooks.bridge.port)
-        assert (
-            main(
-                [
-                    "hooks",
-                    "install",
-                    "claude-code",
-                    "--port",
-                    port,
-                    "--keys",
-                    str(hooks.bridge.keys_path),
-                ]
-            )
-            == 0
-        )
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
-    master, slave = os.openpty()
-    proc = await asyncio.create_subprocess_exec(
-        str(claude_binary()),
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=env,
-        cwd=shop,
-        start_new_session=True,
+    binary = npm_binary(
+        "@anthropic-ai/claude-code", VERSION, "@anthropic-ai/claude-code-*/claude", "claude"
     )
-    os.close(slave)
-    term = Terminal(proc, master)
-
-    def readable() -> None:
-        with contextlib.suppress(OSError):
-            term.screen += os.read(master, 65536)
-
-    asyncio.get_running_loop().add_reader(master, readable)
-    try:
+    async with in_a_terminal([str(binary)], env, shop) as term:
         yield term
-    finally:
-        await term.close()
 
 
 @pytest.fixture
@@ -163,15 +69,8 @@ async def hooks(aiohttp_client: ClientFactory) -> AsyncIterator[Hooks]:
 @pytest.fixture
 async def api() -> AsyncIterator[tuple[FakeAnthropic, str]]:
     fake = FakeAnthropic()
-    runner = web.AppRunner(fake.app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield fake, f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serving(fake.app) as url:
+        yield fake, url
 
 
 @dataclass
