@@ -23,6 +23,10 @@ from bridges.hooks.cli import DEFAULT_PORT
 COMMANDS = ("hooks", "hook")
 CLIENTS = ("claude-code", "codex")
 KEY_FILE = "collie-hook.key"
+CODEX_SAYS = (
+    "codex: it runs hooks with `[features] hooks = true` in its config.toml, once you have "
+    "reviewed them in its TUI"
+)
 
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -137,6 +141,8 @@ def _install(client: str, where: Path, port: int, keys_path: Path) -> int:
     _write(where, settings.install(current, client, hook_for))
     keys.remember(keys_path, client, secret)
     print(f"{client}: the bridge's hooks are in {where} (port {port})")
+    if client == "codex":
+        print(CODEX_SAYS)
     return 0
 
 
