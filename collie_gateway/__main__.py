@@ -27,7 +27,7 @@ from typing import Any, Final
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from collie_gateway import phones_cli, serving
+from collie_gateway import hooks_cli, phones_cli, serving
 from collie_gateway.core.phones import spaced_fingerprint
 from collie_gateway.core.redact import redactor_from_env
 from collie_gateway.errors import ConfigError, GatewayError
@@ -119,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _bridge_parser(sub)
     phones_cli.add_commands(sub)
+    hooks_cli.add_commands(sub)
     _relay_parser(sub)
     return parser
 
@@ -183,9 +184,12 @@ def _bridge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "mcp", help="MCP tools that ask the person, for any MCP host", description=MCP_DESCRIPTION
     )
     add_mcp_arguments(mcp)
+    hooks_cli.add_bridge(kinds)
 
 
 def _bridge(args: argparse.Namespace) -> int:
+    if args.bridge == "hooks":
+        return hooks_cli.run_bridge(args)
     if args.bridge == "mcp":
         from bridges.mcp.cli import run as run_mcp
 
@@ -581,6 +585,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "bridge":
         return _bridge(args)
+    if args.command in hooks_cli.COMMANDS:
+        return hooks_cli.run(args)
     if args.command in phones_cli.COMMANDS:
         try:
             return phones_cli.run(args)

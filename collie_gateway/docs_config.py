@@ -38,6 +38,9 @@ ENVIRONMENT: dict[str, str] = {
     "COLLIE_RESEND_INTERVAL": "Seconds, 0.1 to 3600 (default 30), between two rounds of sending "
     "unsettled answers again (T1) and, with several workers, of looking for pushes a dead "
     "worker owed.",
+    "COLLIE_HOOKS_KEYS": "The file where the hooks bridge keeps the SHA-256 of each client's "
+    "credential (`hooks install` writes the secret into Claude Code's or Codex's own settings); "
+    "default `~/.collie/hooks-keys.json`, mode 0600.",
     "COLLIE_PUSH_TTL": "How long (seconds, 0 to 28 days; default 3600) a push for an ask without "
     "a deadline waits for an offline phone (APNs `apns-expiration`, FCM `android.ttl`); an ask "
     "with a deadline waits until it. 0: delivered now or never.",

@@ -52,6 +52,7 @@ from bridges.acp.schema import (
 )
 from bridges.kit import AgentBridge, AskDraft, State, Table, asks, notice, utc
 from bridges.kit.fit import label, safe_id, tool_text
+from bridges.kit.state import SDK_ASKS
 from wire.agent import Agent, AskHandle, ConversationHandle, ItemHandle, SendMessage
 from wire.errors import LocalWireError
 from wire.messages import Answer, Ask, Hello, Starter, ToolRef
@@ -106,19 +107,9 @@ class AskState(NamedTuple):
     state: str
 
 
-class SdkAsk(NamedTuple):
-    """An ask as the SDK keeps it in the same file (read only: every ask the bridge raised)."""
-
-    id: str
-    conversation: str
-    data: bytes
-    resolution: bytes | None
-
-
 META: Final = Table("acp_meta", Meta)
 SESSIONS: Final = Table("acp_sessions", SessionRow)
 ASKS: Final = Table("acp_asks", AskState)
-SDK_ASKS: Final = Table("asks", SdkAsk, create=False)
 
 
 @dataclass(eq=False)
