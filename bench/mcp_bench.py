@@ -53,7 +53,7 @@ async def _answer_every_ask(http: aiohttp.ClientSession, ready: asyncio.Event) -
             body = {
                 "request_id": "r-" + ask["id"],
                 "version": ask.get("version", 1),
-                "answer": {"option": "o1"},
+                "answer": {"option": ask["options"][0]["id"]},  # the first: o1, allow
             }
             async with http.post(f"http://agent/asks/{ask['id']}/reply", json=body) as r:
                 await r.read()

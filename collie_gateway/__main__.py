@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import errno
 import gc
+import importlib.metadata
 import json
 import logging
 import math
@@ -21,21 +22,22 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from collie_gateway import phones_cli, serving
+from collie_gateway import hooks_cli, phones_cli, serving
 from collie_gateway.core.phones import spaced_fingerprint
 from collie_gateway.core.redact import redactor_from_env
 from collie_gateway.errors import ConfigError, GatewayError
 from collie_gateway.logmask import mask_logs
+from collie_gateway.phones_cli import DEFAULT_DB, check_db, db_arg, store_from
 from collie_gateway.services.pushing import VAPID_SUBJECT
 from collie_gateway.services.targets import PushTargets, TargetsFactory
-from collie_gateway.settings import Settings
+from collie_gateway.settings import DEMO_STATE, Settings
 from collie_gateway.sources import load_crew, load_sources
-from collie_gateway.store.stores import check_store, is_database_url
+from collie_gateway.store.stores import check_store, shown_url
 from collie_gateway.strings import Catalogue, Catalogues, canonical
 from push import (
     ApnsClient,
@@ -53,7 +55,6 @@ from push.fcm import FCM_URL
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 REPO = Path(__file__).resolve().parent.parent
-DEMO_STATE = Path("~/.collie/demo")
 # What the demo writes in its state folder (``--fresh`` removes these, nothing else).
 DEMO_FILES = (
     *(
@@ -71,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="collie-gateway",
         description="The backend of the Collie phone app for durable agents (wire v1).",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"collie-gateway {_version()}",
+        help="print the version and exit",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = sub.add_parser(
@@ -112,8 +119,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     _bridge_parser(sub)
     phones_cli.add_commands(sub)
+    hooks_cli.add_commands(sub)
     _relay_parser(sub)
     return parser
+
+
+def _version() -> str:
+    """The installed package's version (its metadata)."""
+    try:
+        return importlib.metadata.version("collie-gateway")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed: pip install -e .)"
 
 
 def _relay_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -168,9 +184,12 @@ def _bridge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "mcp", help="MCP tools that ask the person, for any MCP host", description=MCP_DESCRIPTION
     )
     add_mcp_arguments(mcp)
+    hooks_cli.add_bridge(kinds)
 
 
 def _bridge(args: argparse.Namespace) -> int:
+    if args.bridge == "hooks":
+        return hooks_cli.run_bridge(args)
     if args.bridge == "mcp":
         from bridges.mcp.cli import run as run_mcp
 
@@ -183,7 +202,7 @@ def _bridge(args: argparse.Namespace) -> int:
 def _common(p: argparse.ArgumentParser, db_help: str) -> None:
     p.add_argument(
         "--db",
-        type=_db_arg,
+        type=db_arg,
         default=None,
         help=db_help + "; its folder must exist, as --unix's. Or a postgresql:// URL (also "
         "COLLIE_DATABASE_URL): every process given one URL is a worker of one gateway",
@@ -295,15 +314,7 @@ def check_args(args: argparse.Namespace) -> None:
     """
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port} is not a port (0 to 65535)")
-    if isinstance(args.db, Path):
-        if args.db.is_dir():
-            raise ConfigError(
-                f"--db {args.db} is a folder: name the SQLite file, e.g. --db "
-                f"{args.db / 'collie.db'}"
-            )
-        folder = args.db.expanduser().absolute().parent
-        if not folder.is_dir():
-            raise ConfigError(f"--db {args.db}: the folder {folder} does not exist")
+    check_db(args.db)
     if args.unix is not None:
         folder = args.unix.expanduser().absolute().parent
         if not folder.is_dir():
@@ -392,30 +403,12 @@ def _seconds(name: str, value: str, low: float, high: float) -> float:
     return seconds
 
 
-def _db_arg(value: str) -> Path | str:
-    """``--db``: a PostgreSQL URL as given, else a SQLite file's path."""
-    return value if is_database_url(value) else Path(value)
-
-
-def store_from(db: Path | str | None, environ: Mapping[str, str]) -> tuple[Path, str | None]:
-    """The SQLite file and the PostgreSQL URL (None: the file is the store) of ``--db``
-    and ``COLLIE_DATABASE_URL`` (``--db`` wins).
-
-    Raises:
-        ConfigError: ``COLLIE_DATABASE_URL`` is not a postgresql:// URL.
-    """
-    if isinstance(db, Path):
-        return db, None
-    url = db if db is not None else environ.get("COLLIE_DATABASE_URL") or None
-    if url is not None and not is_database_url(url):
-        raise ConfigError("COLLIE_DATABASE_URL is a postgresql:// URL (a SQLite file: --db)")
-    return Path("collie.db"), url
-
-
-def _settings(args: argparse.Namespace, sources_path: Path) -> Settings:
+def _settings(args: argparse.Namespace, sources_path: Path, file: Path = DEFAULT_DB) -> Settings:
+    """The settings of ``args``; ``file`` is the SQLite file when nothing names the store
+    (on PostgreSQL: where the self-signed certificate is kept beside)."""
     catalogues = phone_languages(args.strings, args.lang)
     redact = redactor_from_env(os.environ).enabled
-    db_path, database_url = store_from(args.db, os.environ)
+    db_path, database_url = store_from(args.db, os.environ, file)
     return Settings(
         sources=load_sources(sources_path),
         crew=load_crew(sources_path),
@@ -472,55 +465,30 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+AGENTS_READY: Final = 15.0  # ours: seconds the demo waits for its sample agents to listen
+
+
 def _demo(args: argparse.Namespace) -> int:
     check_args(args)
     phone_languages(args.strings, args.lang)  # a bad file stops the demo before agents start
-    state = (args.state_dir or DEMO_STATE).expanduser()
+    state = (args.state_dir or DEMO_STATE).expanduser().absolute()
+    # The store: --db, else COLLIE_DATABASE_URL, else the state folder's file (checked, and a
+    # bad URL refused, before any agent starts).
+    db_path, url = store_from(args.db, os.environ, state / "collie.db")
     if args.fresh:
         for name in DEMO_FILES:
             (state / name).unlink(missing_ok=True)
     state.mkdir(parents=True, exist_ok=True)
-    pi_port = _free_port()
-    agents = {
-        "desk": ["--socket", str(state / "desk.sock")],
-        "pi-durable": ["--port", str(pi_port)],
-        "nohistory": ["--socket", str(state / "nohistory.sock")],
-        "wire2": ["--socket", str(state / "wire2.sock"), "--log", str(state / "wire2.log")],
-    }
-    procs: list[subprocess.Popen[bytes]] = []
-    for name, extra in agents.items():
-        module = "fixtures.agents." + name.replace("-", "_")
-        cmd = [sys.executable, "-m", module, "--state", str(state / f"{name}.db"), *extra]
-        procs.append(subprocess.Popen(cmd, cwd=REPO))
-    sources = {
-        "durable_agents": [
-            {"name": "desk", "socket": str(state / "desk.sock")},
-            {"name": "pi-durable", "url": f"http://127.0.0.1:{pi_port}"},
-            {"name": "nohistory", "socket": str(state / "nohistory.sock")},
-            {"name": "wire2", "socket": str(state / "wire2.sock")},
-        ]
-    }
-    sources_path = state / "sources.json"
-    sources_path.write_text(json.dumps(sources, indent=2), encoding="utf-8")
-    if args.db is None:  # the demo's store is its own file, whatever the environment says
-        args.db = state / "collie.db"
-    if not args.space:
-        args.space = ["home"]  # a space, so the dashboard shows the section's place (D7)
+    procs, sources, addresses = _start_agents(state)
     try:
-        settings = _settings(args, sources_path)
-        base = f"http://{settings.host}:{settings.port}"
-        where = [
-            f"collie-gateway demo: agents and files in {state} (kept for the next run; "
-            "--fresh starts over)",
-            f"  the page:   {base}/  (the web companion, in any browser)",
-            f"  dashboard:  curl {base}/api/v1/dashboard",
-            f"  live:       curl -N {base}/api/v1/events",
-            f"  an agent:   curl --unix-socket {state / 'desk.sock'} http://agent/hello",
-            '  new asks:   desk\'s starter "Ask me something" raises one of each kind',
-        ]
+        sources_path = state / "sources.json"
+        sources_path.write_text(json.dumps(sources, indent=2), encoding="utf-8")
+        if not args.space:
+            args.space = ["home"]  # a space, so the dashboard shows the section's place (D7)
+        settings = _settings(args, sources_path, state / "collie.db")
+        _wait_listening(addresses)  # the gateway's first look finds them up
         # flush: the lines show at once also when the output goes to a file or a pipe
-        print("\n".join(where), flush=True)
-        time.sleep(0.3)
+        print("\n".join(_demo_lines(settings, state, db_path, url, args.db)), flush=True)
         return _serve(settings)
     finally:
         for proc in procs:
@@ -533,17 +501,101 @@ def _demo(args: argparse.Namespace) -> int:
                 proc.kill()
 
 
+def _start_agents(
+    state: Path,
+) -> tuple[list[subprocess.Popen[bytes]], dict[str, Any], list[str | int]]:
+    """Start the sample agents: their processes, the sources.json naming them, and where
+    they listen (a socket's path, a loopback port)."""
+    pi_port = _free_port()
+    agents = {
+        "desk": ["--socket", str(state / "desk.sock")],
+        "pi-durable": ["--port", str(pi_port)],
+        "nohistory": ["--socket", str(state / "nohistory.sock")],
+        "wire2": ["--socket", str(state / "wire2.sock"), "--log", str(state / "wire2.log")],
+    }
+    procs: list[subprocess.Popen[bytes]] = []
+    for name, extra in agents.items():
+        module = "fixtures.agents." + name.replace("-", "_")
+        cmd = [sys.executable, "-m", module, "--state", str(state / f"{name}.db"), *extra]
+        procs.append(subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL))
+    sockets = [str(state / f"{n}.sock") for n in ("desk", "nohistory", "wire2")]
+    sources = {
+        "durable_agents": [
+            {"name": "desk", "socket": sockets[0]},
+            {"name": "pi-durable", "url": f"http://127.0.0.1:{pi_port}"},
+            {"name": "nohistory", "socket": sockets[1]},
+            {"name": "wire2", "socket": sockets[2]},
+        ]
+    }
+    return procs, sources, [*sockets, pi_port]
+
+
+def _wait_listening(addresses: Sequence[str | int]) -> None:
+    """Return once every address (a Unix socket's path, a loopback port) takes connections,
+    or after ``AGENTS_READY`` seconds (the gateway then reports the missing ones)."""
+    deadline = time.monotonic() + AGENTS_READY
+    waiting = list(addresses)
+    while waiting and time.monotonic() < deadline:
+        for where in list(waiting):
+            family = socket.AF_INET if isinstance(where, int) else socket.AF_UNIX
+            with socket.socket(family) as probe:
+                try:
+                    probe.connect(("127.0.0.1", where) if isinstance(where, int) else where)
+                except OSError:
+                    continue
+            waiting.remove(where)
+        time.sleep(0.05 if waiting else 0)
+
+
+def _demo_lines(
+    settings: Settings, state: Path, db_path: Path, url: str | None, db_arg: Path | str | None
+) -> list[str]:
+    """What the demo prints before it serves: where things are, and how to look."""
+    base = f"http://{settings.host}:{settings.port}"
+    auth = ' -H "Authorization: Bearer $COLLIE_TOKEN"' if settings.token else ""
+    if url is None:
+        store, pair = str(db_path.absolute()), f"collie-gateway pair --db {db_path.absolute()}"
+    else:
+        store = shown_url(url) + (" (COLLIE_DATABASE_URL)" if db_arg is None else "")
+        same = "the same COLLIE_DATABASE_URL" if db_arg is None else "--db and the demo's URL"
+        pair = f"collie-gateway pair  (with {same})"
+    lines = [
+        f"collie-gateway demo: agents and files in {state} (kept for the next run; "
+        "--fresh starts over)",
+        f"  store:      {store}",
+        f"  the page:   {base}/  (the web companion, in any browser)",
+        f"  dashboard:  curl{auth} {base}/api/v1/dashboard",
+        f"  live:       curl -N{auth} {base}/api/v1/events",
+        f"  an agent:   curl --unix-socket {state / 'desk.sock'} http://agent/hello",
+        '  new asks:   desk\'s starter "Ask me something" raises one of each kind',
+        "  wire2:      a sample speaking wire v2 on purpose, to show a version mismatch: "
+        "its warning is expected",
+        f"  pair:       {pair}  (a phone, or the page)",
+    ]
+    if not settings.token:
+        lines.append(
+            "  (once a phone is paired, curl needs a credential too: run the demo with "
+            "COLLIE_TOKEN set, and these lines show the header)"
+        )
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
     if args.command == "bridge":
         return _bridge(args)
+    if args.command in hooks_cli.COMMANDS:
+        return hooks_cli.run(args)
     if args.command in phones_cli.COMMANDS:
         try:
             return phones_cli.run(args)
         except GatewayError as exc:
             print(f"collie-gateway: {exc}", file=sys.stderr)
             return EXIT_CONFIG
+        except KeyboardInterrupt:
+            print(f"collie-gateway: {phones_cli.stopped(args)}", file=sys.stderr)
+            return EXIT_FAILED
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

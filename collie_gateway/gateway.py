@@ -1,5 +1,5 @@
 """The composition root: builds the rooms, wires the router's sinks in order, closes them in
-reverse. No logic of its own (README: "The rooms")."""
+reverse. No logic of its own (docs/architecture.md)."""
 
 from __future__ import annotations
 

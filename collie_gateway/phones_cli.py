@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,14 +27,60 @@ import segno
 from collie_gateway.core.phones import CodeState, PairingLink, Phone, Scope, spaced_fingerprint
 from collie_gateway.errors import ConfigError
 from collie_gateway.services.phones import Phones
+from collie_gateway.settings import DEMO_STATE
 from collie_gateway.store.protocols import PhonesStore
-from collie_gateway.store.stores import phones_of_file
-from collie_gateway.tls import Tls, self_signed, self_signed_paths
-from collie_gateway.tls import fingerprint as cert_fingerprint
+from collie_gateway.store.stores import check_store, is_database_url, open_stores, phones_of_file
+from collie_gateway.tls import Tls, fingerprint_of, self_signed, self_signed_paths
 from collie_gateway.tls import load as load_tls
 
 POLL: Final = 0.5  # seconds between two looks at a pairing while ``pair`` waits
 COMMANDS: Final = frozenset({"pair", "phones", "redeem"})
+DEFAULT_DB: Final = Path("collie.db")  # serve's and pair's store when nothing names one
+
+
+def db_arg(value: str) -> Path | str:
+    """``--db``: a PostgreSQL URL as given, else a SQLite file's path."""
+    return value if is_database_url(value) else Path(value)
+
+
+def store_from(
+    db: Path | str | None, environ: Mapping[str, str], file: Path = DEFAULT_DB
+) -> tuple[Path, str | None]:
+    """The SQLite file and the PostgreSQL URL (None: the file is the store) of ``--db``
+    and ``COLLIE_DATABASE_URL`` (``--db`` wins); ``file`` when neither names one.
+
+    Raises:
+        ConfigError: ``COLLIE_DATABASE_URL`` is not a postgresql:// URL.
+    """
+    if isinstance(db, Path):
+        return db, None
+    url = db if db is not None else environ.get("COLLIE_DATABASE_URL") or None
+    if url is not None and not is_database_url(url):
+        raise ConfigError("COLLIE_DATABASE_URL is a postgresql:// URL (a SQLite file: --db)")
+    return file, url
+
+
+def check_db(db: Path | str | None) -> None:
+    """Refuse a ``--db`` file that is a folder or in a folder that does not exist.
+
+    Raises:
+        ConfigError: one sentence naming the option and the value.
+    """
+    if not isinstance(db, Path):
+        return
+    if db.is_dir():
+        raise ConfigError(
+            f"--db {db} is a folder: name the SQLite file, e.g. --db {db / 'collie.db'}"
+        )
+    folder = db.expanduser().absolute().parent
+    if not folder.is_dir():
+        raise ConfigError(f"--db {db}: the folder {folder} does not exist")
+
+
+def zulu(when: datetime | str) -> str:
+    """A time as the command line prints it: UTC, to the second, ``Z``."""
+    at = datetime.fromisoformat(when) if isinstance(when, str) else when
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def add_serve_options(p: argparse.ArgumentParser) -> None:
@@ -131,7 +177,14 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _where(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", type=Path, default=Path("collie.db"), help="SQLite file (collie.db)")
+    p.add_argument(
+        "--db",
+        type=db_arg,
+        default=None,
+        help="the running gateway's store, as serve was given it: its SQLite file or a "
+        "postgresql:// URL (default: COLLIE_DATABASE_URL, else collie.db in the current "
+        "folder; the demo prints its own pair command)",
+    )
     p.add_argument(
         "--url",
         default=None,
@@ -163,6 +216,13 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             return 1
         print(f"revoked {args.phone_id}", file=out)
         return 0
+
+
+def stopped(args: argparse.Namespace) -> str:
+    """The one line a command stopped by Ctrl-C leaves."""
+    if args.command == "pair" and args.wait:
+        return "stopped waiting (Ctrl-C); a phone may still use the code until it expires"
+    return "stopped (Ctrl-C)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,13 +266,13 @@ class _File:
         made = await self.service.new_code(scope)
         kept = self_signed_paths(self.db_path)[0]
         cert = cert or (kept if kept.exists() else None)
-        fp = cert_fingerprint(cert.read_bytes()) if cert else None
+        fp = fingerprint_of(cert) if cert else None
         link = PairingLink(made.code, tuple(urls), fp)
         return {
             "pairing_id": made.pairing_id,
             "code": made.code,
             "link": str(link),
-            "expires_at": made.expires_at.isoformat(),
+            "expires_at": zulu(made.expires_at),
         }
 
     async def pairing(self, pairing_id: str) -> Waited:
@@ -242,7 +302,7 @@ class _Http:
         kept = self_signed_paths(db_path)[0]
         ssl: aiohttp.Fingerprint | bool = True
         if kept.exists():
-            ssl = aiohttp.Fingerprint(bytes.fromhex(cert_fingerprint(kept.read_bytes())))
+            ssl = aiohttp.Fingerprint(bytes.fromhex(fingerprint_of(kept)))
         self.session = aiohttp.ClientSession(
             headers=headers, connector=aiohttp.TCPConnector(ssl=ssl)
         )
@@ -273,7 +333,11 @@ class _Http:
 
     async def phones(self) -> list[dict[str, Any]]:
         _, data = await self._call("GET", "/api/v1/phones")
-        return list(data["phones"])
+        # The times as the file's rows give them (the API's carry fractions of a second).
+        return [
+            row | {k: zulu(row[k]) for k in ("paired_at", "last_seen") if row.get(k)}
+            for row in data["phones"]
+        ]
 
     async def revoke(self, phone_id: str) -> bool:
         status, _ = await self._call("DELETE", f"/api/v1/phones/{phone_id}")
@@ -282,15 +346,32 @@ class _Http:
 
 @asynccontextmanager
 async def _backend(args: argparse.Namespace) -> AsyncIterator[_Backend]:
+    check_db(args.db)
+    db_path, url = store_from(args.db, os.environ)
     if args.url:
-        http = _Http(args.url, os.environ.get("COLLIE_TOKEN") or None, args.db)
+        http = _Http(args.url, os.environ.get("COLLIE_TOKEN") or None, db_path)
         try:
             yield http
         finally:
             await http.session.close()
         return
-    async with phones_of_file(args.db) as phones:
-        yield _File(args.db, phones)
+    if url is not None:
+        stores = await open_stores(db_path, url)
+        try:
+            yield _File(db_path, stores.phones)
+        finally:
+            await stores.close()
+        return
+    if not db_path.is_file():
+        demo = (DEMO_STATE / "collie.db").expanduser()
+        raise ConfigError(
+            f"--db {db_path}: no gateway store there; name the running gateway's (--db as "
+            "serve was given it"
+            + (f"; the demo's: --db {demo})" if demo.is_file() else "; the demo prints its own)")
+        )
+    check_store(db_path)  # a newer gateway's file is refused, not migrated
+    async with phones_of_file(db_path) as phones:
+        yield _File(db_path, phones)
 
 
 def phone_row(phone: Phone) -> dict[str, Any]:
@@ -299,8 +380,8 @@ def phone_row(phone: Phone) -> dict[str, Any]:
         "phone_id": phone.phone_id,
         "name": phone.name,
         "scope": phone.scope.value,
-        "paired_at": phone.paired_at.isoformat(),
-        "last_seen": phone.last_seen.isoformat() if phone.last_seen else None,
+        "paired_at": zulu(phone.paired_at),
+        "last_seen": zulu(phone.last_seen) if phone.last_seen else None,
         "last_address": phone.last_address,
     }
 
@@ -318,8 +399,8 @@ def _print_phones(rows: Sequence[dict[str, Any]], as_json: bool, out: TextIO) ->
             r["phone_id"],
             r["name"],
             r["scope"],
-            r["paired_at"][:16],
-            (r["last_seen"] or "-")[:16],
+            _minute(r["paired_at"]),
+            _minute(r["last_seen"]) if r["last_seen"] else "-",
             r["last_address"] or "-",
         )
         for r in rows
@@ -331,12 +412,18 @@ def _print_phones(rows: Sequence[dict[str, Any]], as_json: bool, out: TextIO) ->
         )
 
 
+def _minute(when: str) -> str:
+    """A time in the phones table: to the minute, ``Z``."""
+    return zulu(when)[:16] + "Z"
+
+
 async def _pair(backend: _Backend, args: argparse.Namespace, out: TextIO) -> int:
     made = await backend.new_code(Scope(args.scope), args.public_url, args.tls_cert)
     link = PairingLink.parse(made["link"])
     segno.make(made["link"], error="m").terminal(out=out, compact=True)
     print(f"\n  link:     {made['link']}", file=out)
-    print(f"  code:     {made['code']}  (valid until {made['expires_at']}, one phone)", file=out)
+    until = zulu(made["expires_at"])
+    print(f"  code:     {made['code']}  (valid until {until}, one phone)", file=out)
     if link.fingerprint:
         print(f"  TLS:      {spaced_fingerprint(link.fingerprint)}", file=out)
     if not link.urls:

@@ -1,5 +1,6 @@
-"""Serve the phone API until SIGTERM or SIGINT, then stop within a bounded time (README: Stopping);
-``gateway_app``: the phone API on a gateway (the composition root hands its services to the app).
+"""Serve the phone API until SIGTERM or SIGINT, then stop within a bounded time
+(docs/configuration.md, "Stopping"); ``gateway_app``: the phone API on a gateway (the
+composition root hands its services to the app).
 
 The first signal stops accepting, ends every live stream (phones reconnect with
 ``Last-Event-ID`` to the next run), gives requests in flight ``HTTP_GRACE`` seconds (an

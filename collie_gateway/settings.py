@@ -14,6 +14,8 @@ from collie_gateway.sources import Backoff, Member, Source
 from collie_gateway.strings import Catalogue, Catalogues
 from collie_gateway.tls import Tls
 
+DEMO_STATE = Path("~/.collie/demo")  # where ``demo`` keeps its files (its store: collie.db)
+
 
 def utc_now() -> datetime:
     """The real clock, in UTC."""

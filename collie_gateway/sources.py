@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from collie_gateway.errors import SourcesError
 
-_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp", "mcp", "stalwart"})
+_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp", "mcp", "hooks", "stalwart"})
 AGENTS_DIR = Path("~/.collie/agents")  # where a bridge's socket and state go by default
 _TOP_KEYS = frozenset({"durable_agents", "crew"})
 _MEMBER_KEYS = frozenset({"name", "url", "token_env", "fingerprint"})
@@ -347,26 +347,47 @@ def _stalwart_bridge(name: str, spec: object, where: str) -> BridgeCommand:
     return BridgeCommand(name=name, argv=tuple(argv), socket=socket)
 
 
+def _port_bridge(
+    name: str, spec: object, where: str, kind: str, port: int, extra: tuple[str, ...] = ()
+) -> BridgeCommand:
+    """A bridge (``bridges.<kind>``) serving HTTP on 127.0.0.1:``port`` beside its socket:
+    ``{"port": …, "socket": …, "state": …}`` and the ``extra`` paths it takes."""
+    if not isinstance(spec, dict):
+        raise SourcesError(f'{where} must be an object, e.g. {{"port": {port}}}')
+    known = ("port", "socket", "state", *extra)
+    unknown = sorted(set(spec) - set(known))
+    if unknown:
+        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(known)})")
+    port = spec.get("port", port)
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise SourcesError(f'{where}: "port" must be a port number')
+    socket = _path(spec.get("socket"), f'{where}: "socket"', AGENTS_DIR / f"{name}.sock")
+    state = _path(spec.get("state"), f'{where}: "state"', AGENTS_DIR / f"{name}.{kind}.db")
+    argv = [sys.executable, "-m", f"bridges.{kind}", "--socket", str(socket), "--state", str(state)]
+    for key in extra:
+        if spec.get(key) is not None:
+            argv += [f"--{key}", str(_path(spec[key], f'{where}: "{key}"', AGENTS_DIR))]
+    return BridgeCommand(name=name, argv=(*argv, "--port", str(port)), socket=socket)
+
+
 def _mcp_bridge(name: str, spec: object, where: str) -> BridgeCommand:
     """``{"mcp": {"port": 8790, "socket": …, "state": …}}``: the MCP bridge (``bridges.mcp``),
     MCP tools that ask the person, served on 127.0.0.1:``port`` at ``/mcp``; ``socket`` and
     ``state`` default to ``~/.collie/agents/``."""
-    if not isinstance(spec, dict):
-        raise SourcesError(f'{where} must be an object, e.g. {{"port": 8790}}')
-    unknown = sorted(set(spec) - {"port", "socket", "state"})
-    if unknown:
-        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: port, socket, state)")
-    port = spec.get("port", 8790)
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
-        raise SourcesError(f'{where}: "port" must be a port number')
-    socket = _path(spec.get("socket"), f'{where}: "socket"', AGENTS_DIR / f"{name}.sock")
-    state = _path(spec.get("state"), f'{where}: "state"', AGENTS_DIR / f"{name}.mcp.db")
-    argv = (sys.executable, "-m", "bridges.mcp", "--socket", str(socket), "--state", str(state))
-    return BridgeCommand(name=name, argv=(*argv, "--port", str(port)), socket=socket)
+    return _port_bridge(name, spec, where, "mcp", 8790)
+
+
+def _hooks_bridge(name: str, spec: object, where: str) -> BridgeCommand:
+    """``{"hooks": {"port": 8791, "socket": …, "state": …, "keys": …}}``: the hooks bridge
+    (``bridges.hooks``), Claude Code's and Codex's hooks served on 127.0.0.1:``port``;
+    ``socket`` and ``state`` default to ``~/.collie/agents/``, ``keys`` to the credential
+    hashes ``hooks install`` writes."""
+    return _port_bridge(name, spec, where, "hooks", 8791, ("keys",))
 
 
 _BRIDGES: dict[str, Callable[[str, object, str], BridgeCommand]] = {
     "acp": _acp_bridge,
+    "hooks": _hooks_bridge,
     "mcp": _mcp_bridge,
     "stalwart": _stalwart_bridge,
 }

@@ -69,12 +69,42 @@ def load(cert: Path, key: Path) -> Tls:
     Raises:
         ConfigError: a file cannot be read, or they are no certificate and key.
     """
+    cert_pem = read_pem(cert, "--tls-cert")
+    read_pem(key, "--tls-key")
     try:
-        tls = Tls(cert, key, fingerprint(cert.read_bytes()))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--tls-cert {cert}: {exc}") from None
+        tls = Tls(cert, key, fingerprint(cert_pem))
+    except ValueError:
+        raise ConfigError(f"--tls-cert {cert}: no PEM certificate in it") from None
     tls.server_context()
     return tls
+
+
+def read_pem(path: Path, option: str) -> bytes:
+    """The bytes of the file ``option`` names.
+
+    Raises:
+        ConfigError: one line naming the option, the file and what is wrong.
+    """
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{option} {path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{option} {path} is a folder, not a PEM file") from None
+    except OSError as exc:
+        raise ConfigError(f"{option} {path} cannot be read: {exc.strerror}") from None
+
+
+def fingerprint_of(cert: Path, option: str = "--tls-cert") -> str:
+    """The SHA-256 fingerprint of the certificate file ``cert`` (``option`` names it).
+
+    Raises:
+        ConfigError: one line naming the file and what is wrong.
+    """
+    try:
+        return fingerprint(read_pem(cert, option))
+    except ValueError:
+        raise ConfigError(f"{option} {cert}: no PEM certificate in it") from None
 
 
 def self_signed_paths(db_path: Path) -> tuple[Path, Path]:

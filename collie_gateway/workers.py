@@ -1,4 +1,4 @@
-"""A worker's part in a gateway of several on one PostgreSQL (README: "Several workers").
+"""A worker's part in a gateway of several on one PostgreSQL (docs/postgresql.md).
 
 Built by ``gateway.py`` when the store is PostgreSQL: the shared log and its phone bus
 (``services/worklog.py``), the leases and what links read shared (``services/following.py``),

@@ -52,6 +52,7 @@ from bridges.acp.schema import (
 )
 from bridges.kit import AgentBridge, AskDraft, State, Table, asks, notice, utc
 from bridges.kit.fit import label, safe_id, tool_text
+from bridges.kit.state import SDK_ASKS
 from wire.agent import Agent, AskHandle, ConversationHandle, ItemHandle, SendMessage
 from wire.errors import LocalWireError
 from wire.messages import Answer, Ask, Hello, Starter, ToolRef
@@ -62,7 +63,7 @@ BRIDGE_NAME: Final = "collie-acp-bridge"
 SPLIT_AT: Final = 900_000  # characters: a streamed item is continued in a new one past this
 CANCELLED: Final = {"outcome": {"outcome": "cancelled"}}
 
-# What the chat shows for what ACP cannot promise (README, "ACP agents").
+# What the chat shows for what ACP cannot promise (docs/bridges.md, "ACP agents").
 UNDELIVERED: Final = (
     "The agent restarted before confirming it used your answer to “{title}”. The answer was "
     "not sent again; ask the agent again if it still matters."
@@ -106,19 +107,9 @@ class AskState(NamedTuple):
     state: str
 
 
-class SdkAsk(NamedTuple):
-    """An ask as the SDK keeps it in the same file (read only: every ask the bridge raised)."""
-
-    id: str
-    conversation: str
-    data: bytes
-    resolution: bytes | None
-
-
 META: Final = Table("acp_meta", Meta)
 SESSIONS: Final = Table("acp_sessions", SessionRow)
 ASKS: Final = Table("acp_asks", AskState)
-SDK_ASKS: Final = Table("asks", SdkAsk, create=False)
 
 
 @dataclass(eq=False)
@@ -330,7 +321,7 @@ class AcpBridge(AgentBridge):
                 pending.withdrawn = True
                 await pending.handle.withdraw()
                 self.pending.pop(key, None)
-                # ACP's request dies with the process (README, "ACP agents"): say so where
+                # ACP's request dies with the process (docs/bridges.md, "ACP agents"): say so where
                 # the card was, or the card would just vanish.
                 title = pending.handle.ask.title
                 await notice(pending.handle.conversation, ASK_LOST.format(title=title))

@@ -11,7 +11,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import NoneType, UnionType
-from typing import Any, Generic, ParamSpec, TypeVar, get_args, get_type_hints
+from typing import (
+    Any,
+    Final,
+    Generic,
+    NamedTuple,
+    ParamSpec,
+    TypeVar,
+    get_args,
+    get_type_hints,
+)
 
 R = TypeVar("R", bound=tuple[Any, ...])
 T = TypeVar("T")
@@ -87,6 +96,20 @@ def _literal(value: object) -> str:
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
     return repr(value)
+
+
+class SdkAsk(NamedTuple):
+    """An ask as the SDK keeps it in the same file (read only: every ask the bridge raised;
+    ``data`` and ``resolution`` are its JSON)."""
+
+    id: str
+    conversation: str
+    data: bytes
+    resolution: bytes | None
+
+
+SDK_ASKS: Final = Table("asks", SdkAsk, create=False)
+"""The SDK's ``asks`` table, declared for reading beside a bridge's own."""
 
 
 class State:

@@ -56,7 +56,7 @@ INSTRUCTIONS: Final = (
     "for a decision or input, notify to tell them something without waiting."
 )
 
-# What the chat shows (README, "MCP agents").
+# What the chat shows (docs/bridges.md, "MCP agents").
 SESSION_ENDED: Final = "This MCP session ended: the client disconnected."
 ASK_ENDED: Final = (
     "The MCP client stopped waiting for “{title}”: the question ended with it, unanswered."

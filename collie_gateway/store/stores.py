@@ -39,6 +39,13 @@ def is_database_url(value: str) -> bool:
     return value.startswith(URL_SCHEMES)
 
 
+def shown_url(url: str) -> str:
+    """A database ``url`` without its password, for messages."""
+    from collie_gateway.store.pg.database import shown  # psycopg: only on PostgreSQL
+
+    return shown(url)
+
+
 def check_store(db_path: Path, url: str | None = None) -> None:
     """Refuse a store this gateway cannot use, before a line says it serves; a SQLite file
     is read without writing anything.

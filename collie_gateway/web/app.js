@@ -262,8 +262,8 @@
   function agentRow(row) {
     const r = row.right || {};
     const right = r.label ? h('span', { class: 'state-label', text: r.label })
-      : [h('span', { class: 'count', 'aria-label': t('web_count_open', { n: r.open ?? 0 }), text: r.open ?? 0 }),
-        r.waiting ? h('span', { class: 'count attention', 'aria-label': t('web_count_waiting', { n: r.waiting }), text: r.waiting }) : null];
+      : [h('span', { class: 'count', 'data-count': 'open', text: t('web_count_open', { n: r.open ?? 0 }) }),
+        r.waiting ? h('span', { class: 'count attention', 'data-count': 'waiting', text: t('web_count_waiting', { n: r.waiting }) }) : null];
     return h('li', { 'data-agent': row.agent },
       h('a', { class: 'row', href: hrefOf.list(row.agent) },
         h('div', { class: 'grow' },
@@ -686,7 +686,7 @@
     }
     if (f.kind === 'select') {
       const sel = h('select', { id, disabled: frozen, 'data-required': f.required || null, onchange: (e) => { dr.fields[f.field_id] = e.target.value; redrawSend(); } },
-        h('option', { value: '', text: '' }), f.options.map((o) => h('option', { value: o.option_id, selected: dr.fields[f.field_id] === o.option_id, text: o.label })));
+        h('option', { value: '', text: t('web_choose') }), f.options.map((o) => h('option', { value: o.option_id, selected: dr.fields[f.field_id] === o.option_id, text: o.label })));
       return h('div', { class: 'field' }, label, sel);
     }
     const tpl = f.input ? f.input.counter_template : '{n}';
@@ -857,13 +857,15 @@
 
   // --- pairing: a page without a credential asks for a code (collie-gateway pair) -----------
   let asking = false;
-  function askCode(problem) {
+  // After a refused code the box keeps it, selected: one mistyped character is one keystroke.
+  function askCode(problem, typed) {
     if (asking && !problem) return;
     asking = true;
     streamGen += 1;  // no stream without a credential: the loop ends, and says nothing
     if (streamCtl) streamCtl.abort();
     setOnline(true);
-    const input = h('input', { type: 'text', id: 'code', autocomplete: 'one-time-code', spellcheck: 'false', autocapitalize: 'off' });
+    const input = h('input', { type: 'text', id: 'code', autocomplete: 'one-time-code', spellcheck: 'false', autocapitalize: 'off',
+      value: typed || '', 'aria-invalid': problem ? 'true' : null, 'aria-describedby': problem ? 'code-problem' : null });
     const send = h('button', { class: 'primary', type: 'submit', text: t('web_pair_save') });
     show(top(h('h1', { text: t('web_title') })), h('form', { class: 'token', onsubmit: async (e) => {
       e.preventDefault();
@@ -873,15 +875,16 @@
         resp = await fetch('/api/v1/pair', { method: 'POST', cache: 'no-store',
           headers: headers({ 'Content-Type': 'application/json' }),
           body: JSON.stringify({ code: input.value.trim(), name: t('web_pair_name'), session: true }) });
-      } catch (err) { askCode(t('web_failed')); return; }
-      if (!resp.ok) { const data = await resp.json().catch(() => ({})); askCode(data.message || t('web_failed')); return; }
+      } catch (err) { askCode(t('web_failed'), input.value); return; }
+      if (!resp.ok) { const data = await resp.json().catch(() => ({})); askCode(data.message || t('web_failed'), input.value); return; }
       asking = false;
       start();
-    } }, h('h2', { text: t('web_pair_title') }), problem ? h('p', { class: 'error', role: 'alert', text: problem }) : null,
+    } }, h('h2', { text: t('web_pair_title') }), problem ? h('p', { class: 'error', id: 'code-problem', role: 'alert', text: problem }) : null,
     h('p', { text: t('web_pair_hint') }),
     h('label', { for: 'code', text: t('web_pair_label') }), input, send));
     view = null;
     input.focus();
+    if (typed) input.select();
   }
 
   // --- start ---------------------------------------------------------------------------------

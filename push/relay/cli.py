@@ -12,14 +12,18 @@ from aiohttp import web
 from push.relay.app import DAILY_ALERTS, Senders, create_app
 from push.webpush import check_endpoint
 
+DEFAULT_PORT = 8792  # ours: not the MCP bridge's 8790 nor the hooks bridge's 8791
+
 Serve = Callable[[web.Application, str, int], int]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The relay's options."""
-    parser.add_argument("--db", type=Path, default=Path("relay.db"), help="SQLite file")
+    parser.add_argument("--db", type=Path, default=Path("relay.db"), help="SQLite file (relay.db)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8790, help="port to listen on (8790)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port to listen on ({DEFAULT_PORT})"
+    )
     parser.add_argument(
         "--public-url",
         required=True,

@@ -123,9 +123,9 @@ async def test_wire_3_version_is_bounded_on_the_phone_api(rig: Rig, version: Any
 
 
 def test_wire_8_one_checker_for_the_gateway_and_the_sdk() -> None:
-    from wire.agent import _agent
+    from wire.agent import _rules
 
-    assert _agent.__dict__["check_answer"] is wire.answers.check_answer  # the SDK's own
+    assert _rules.__dict__["check_answer"] is wire.answers.check_answer  # the SDK's decisions
     for code, sentence in wire.answers.SENTENCES.items():
         assert wire.answers.Misfit(code, {"option": "x", "field": "f", "limit": 3}).sentence
         assert sentence

@@ -26,15 +26,17 @@ from wire.agent import Agent, Starter
 EXIT_CONFIG = 2
 
 
-def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``collie-gateway ARGS`` to its end (it must end at once: a refusal)."""
+def _run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path = REPO
+) -> subprocess.CompletedProcess[str]:
+    """Run ``collie-gateway ARGS`` in ``cwd`` to its end (it must end soon: a refusal)."""
     return subprocess.run(
         [sys.executable, "-m", "collie_gateway", *args],
         capture_output=True,
         text=True,
-        timeout=30,
-        cwd=REPO,
-        env={**os.environ, "COLLIE_TOKEN": "", **(env or {})},
+        timeout=60,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO), "COLLIE_TOKEN": "", **(env or {})},
         check=False,
     )
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from collie_gateway.__main__ import push_options_from_env, store_from
+from collie_gateway.__main__ import push_options_from_env
 from collie_gateway.errors import ConfigError
+from collie_gateway.phones_cli import store_from
 from collie_gateway.store.schema import DELTAS as MIGRATIONS
 from collie_gateway.store.stores import open_stores
 from tests.collie_gateway.test_cli_errors import _one_line_refusal, _run, _sources

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import re
 import threading
 import time
@@ -188,3 +189,22 @@ async def test_over_tls_the_pages_cookie_is_secure(tls_gateway: tuple[str, Path,
         cookie = resp.headers["Set-Cookie"]
     for part in ("HttpOnly", "SameSite=Strict", "Secure"):
         assert part in cookie
+
+
+async def test_every_time_pair_and_phones_print_is_utc_to_the_second_with_z(
+    tls_gateway: tuple[str, Path, str],
+) -> None:
+    url, db, _ = tls_gateway
+    second = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+    for where in (["--url", url], []):  # through the API, and through the file
+        _, shown = await cli("pair", *where, "--db", str(db), "--no-wait")
+        assert re.search(rf"valid until {second}, one phone\)", shown), shown
+    link = re.search(r"link:\s+(\S+)", shown)
+    assert link is not None
+    assert (await cli("redeem", link.group(1), "--name", "lead", "--url", url))[0] == 0
+    for where in (["--url", url], []):
+        _, listed = await cli("phones", "list", *where, "--db", str(db), "--json")
+        (row,) = json.loads(listed)
+        assert re.fullmatch(second, row["paired_at"]), row
+        _, table = await cli("phones", "list", *where, "--db", str(db))
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\dZ", table.splitlines()[1].split()[3])

@@ -87,7 +87,7 @@ async def test_P3_a_push_cut_short_goes_to_the_devices_that_lack_it_on_the_next_
 async def test_P3_an_ask_raised_with_no_device_is_not_pushed_later_and_the_log_says_why(
     rig: Rig, svc: Services
 ) -> None:
-    # Decided (README, issue 10): a phone registers from the app, whose dashboard shows the
+    # Decided (docs/phones.md, P3): a phone registers from the app, whose dashboard shows the
     # open asks at once; a push for them then would only buzz.
     client, gw, convs = await start(rig, svc, {"c1": "Notes"})
     await raise_ask(convs["c1"], "a1")

@@ -183,7 +183,7 @@ def test_X1_no_false_alarm_out_of_sample(name: str, case: Clean) -> None:
     assert Redactor().mask(case["input"]) == case["input"]
 
 
-# Out of sample, measured (README, "Redaction (X1), measured"): each set's figure may only rise.
+# Out of sample, measured (docs/security.md, "Measured"): each set's figure may only rise.
 HELD_OUT_MASKED = {"heldout.json": 20, "heldout-2.json": 32, "heldout-3.json": 21}
 
 

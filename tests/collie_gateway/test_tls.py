@@ -46,10 +46,19 @@ def test_files_that_are_no_certificate_are_refused(tmp_path: Path) -> None:
     cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
     cert.write_text("not a certificate")
     key.write_text("not a key")
-    with pytest.raises(ConfigError, match="--tls-cert"):
+    with pytest.raises(ConfigError) as refused:
         tls.load(cert, key)
-    with pytest.raises(ConfigError, match="No such file"):
-        tls.load(tmp_path / "missing.pem", key)
+    assert str(refused.value) == f"--tls-cert {cert}: no PEM certificate in it"
+    missing = tmp_path / "missing.pem"
+    with pytest.raises(ConfigError) as refused:
+        tls.load(missing, key)
+    assert str(refused.value) == f"--tls-cert {missing}: no such file"
+    with pytest.raises(ConfigError) as refused:
+        tls.load(cert, missing)
+    assert str(refused.value) == f"--tls-key {missing}: no such file"
+    with pytest.raises(ConfigError) as refused:
+        tls.load(tmp_path, key)
+    assert str(refused.value) == f"--tls-cert {tmp_path} is a folder, not a PEM file"
     other = tls.self_signed(tmp_path / "a.db", NOW)
     with pytest.raises(ConfigError, match="--tls-key"):
         tls.load(other.cert, key)  # a certificate, but the key is not its key

@@ -263,7 +263,7 @@ async def test_T1_walk_from_dashboard_to_an_ask_and_answer_it_once(
     page.on("request", lambda r: answers.append(r.url) if r.url.endswith("/answer") else None)
     row = page.locator("li[data-agent=desk] a")
     await expect(row).to_contain_text("Experimental")
-    await expect(row.locator(".count.attention")).to_have_text("1")  # D5: one waiting
+    await expect(row.locator(".count.attention")).to_have_text("1 waiting")  # D5: one waiting
     await row.click()
     await page.get_by_role("link", name=re.compile("Tidy up")).click()
     card = page.locator("article.card[data-ask=p]")
@@ -281,7 +281,7 @@ async def test_T1_walk_from_dashboard_to_an_ask_and_answer_it_once(
     await page.get_by_role("switch", name="Show only panes with pending requests").check()
     await expect(page.locator("li[data-agent=desk]")).to_have_count(0)
     await s.conv.ask(id="p2", kind="text", title="And now?")
-    await expect(page.locator("li[data-agent=desk] .count.attention")).to_have_text("1")
+    await expect(page.locator("li[data-agent=desk] .count.attention")).to_have_text("1 waiting")
     no_errors(page)
 
 
@@ -411,6 +411,10 @@ async def test_A4_choice_text_and_form_cards_answered_in_the_page(
     await expect(card).to_contain_text("Required")
     send = card.get_by_role("button", name="Send")
     await expect(send).to_be_disabled()  # the required field is empty
+    # The select shows what to do before it is opened, not a blank box.
+    when = card.get_by_label("When")
+    assert await when.evaluate("e => e.options[e.selectedIndex].text") == "Choose…"
+    await expect(when).to_have_value("")
     await card.get_by_label(re.compile("^What")).fill("Water the plants")
     await card.get_by_label("When").select_option("week")
     await card.get_by_role("switch", name="With sound").check()
@@ -602,6 +606,14 @@ async def test_web_pairs_with_a_code_into_a_cookie_no_script_reads(
     await page.get_by_label("Pairing code").fill("wrong-code")
     await page.get_by_role("button", name="Pair").click()
     await expect(page.get_by_role("alert")).to_have_text(WRONG_CODE)
+    # The refused code stays in the box, selected, described by the alert: fixed, not retyped.
+    box = page.get_by_label("Pairing code")
+    await expect(box).to_have_value("wrong-code")
+    await expect(box).to_be_focused()
+    assert await box.evaluate("e => [e.selectionStart, e.selectionEnd]") == [0, 10]
+    await expect(box).to_have_attribute("aria-invalid", "true")
+    await expect(box).to_have_accessible_description(WRONG_CODE)
+    assert await serious_violations(page) == []
     await page.get_by_label("Pairing code").fill(made["code"].upper())
     await page.get_by_role("button", name="Pair").click()
     await expect(page.locator("li[data-agent=desk]")).to_be_visible()

@@ -51,7 +51,7 @@ async def test_web_the_companion_in_italian(rig: Rig, browser: Browser, closing:
     await expect(page.get_by_role("heading", name="Agenti durevoli")).to_be_visible()
     row = page.locator("li[data-agent=desk] a")
     await expect(row).to_contain_text("Sperimentale")
-    await expect(row.locator(".count").first).to_have_attribute("aria-label", "1 aperta")
+    await expect(row.locator(".count").first).to_have_text("1 aperta")
     await row.click()
     await page.get_by_role("link", name=re.compile("Tidy up")).click()  # the agent's title
     card = page.locator("article.card[data-ask=p]")

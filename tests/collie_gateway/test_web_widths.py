@@ -6,6 +6,7 @@ Screenshots of each go to ``COLLIE_WEB_SHOTS`` as ``width-<screen>-<px>.png``.""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -181,3 +182,38 @@ async def test_R5_L6_a_wire2_agent_says_its_version_once(
     text: Any = await page.locator("main").inner_text()
     assert text.count(VERSION) == 1, text
     await _shot(page, "wire2", width)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+async def test_D5_the_counts_say_what_they_count(
+    browser: Browser, live: LiveGateway, width: int
+) -> None:
+    page = await _open(browser, live.url, width)
+    row = page.locator("li[data-agent=desk]")
+    await expect(row.locator(".count")).to_have_text(["2 open", "1 waiting"])
+    for count in await row.locator(".count").all():
+        edges = await count.bounding_box()
+        assert edges is not None
+        assert edges["x"] + edges["width"] <= width
+    name = await _box(page, "li[data-agent=desk] .name")
+    assert name["scroll"] <= name["client"], "the agent's name is cut"
+    await expect(row.get_by_role("link")).to_have_accessible_name(
+        re.compile(r"desk .*2 open.*1 waiting")
+    )
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+async def test_H1_a_title_beside_its_badge_stays_readable(
+    browser: Browser, live: LiveGateway, width: int
+) -> None:
+    page = await _open(browser, live.url + "#/a/desk/c/ask", width)
+    title = page.get_by_role("heading", name="Delete old notes")
+    await expect(title).to_be_visible()
+    box = await _box(page, ".top h1")
+    whole: bool = await page.eval_on_selector(
+        ".top h1", "e => e.scrollHeight <= e.clientHeight && e.scrollWidth <= e.clientWidth"
+    )
+    assert whole, f"the title is cut at {width} px: {box}"
+    badge = await _box(page, ".top .badge")
+    assert badge["scroll"] <= badge["client"]
+    assert badge["left"] >= box["right"]

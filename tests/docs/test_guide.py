@@ -1,4 +1,4 @@
-"""docs/agents.md cannot rot (issue 11.1): every code block is a file of docs/examples/, and
+"""docs/agents.md cannot rot: every code block is a file of docs/examples/, and
 the guide is followed step by step against a real gateway: its commands run as written (only
 the addresses moved to a temporary folder and free ports), the agent is killed -9 and started
 again, and what the guide says the person sees is what the gateway shows."""

@@ -227,7 +227,7 @@ def test_S6_webhook_ids_are_stable_per_name() -> None:
 
 @dataclass
 class Hook:
-    """A receiver as the README shows it: verify, drop duplicates by id (answer 2xx), act."""
+    """A receiver as docs/phones.md shows it: verify, drop duplicates by id (answer 2xx), act."""
 
     answers: list[int]  # its own answers to deliveries it acts on (then 204)
     seen: SeenSet = field(default_factory=SeenSet)
@@ -340,12 +340,12 @@ async def test_S6_an_unreachable_receiver_is_reported() -> None:
     assert result.reason == "connection: ClientConnectorError"
 
 
-async def test_S6_the_readme_receiver_acts_once_on_a_retried_delivery(
+async def test_S6_the_documented_receiver_acts_once_on_a_retried_delivery(
     aiohttp_server: AiohttpServer,
 ) -> None:
-    # The receiver shown in the README ("Webhooks: dropping duplicates"), run as written.
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Webhooks: dropping duplicates", 1)[1]
+    # The receiver shown in docs/phones.md ("Webhooks: dropping duplicates"), run as written.
+    page = (Path(__file__).parents[2] / "docs" / "phones.md").read_text(encoding="utf-8")
+    section = page.split("### Webhooks: dropping duplicates", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     acted: list[dict[str, object]] = []
 
@@ -360,7 +360,7 @@ async def test_S6_the_readme_receiver_acts_once_on_a_retried_delivery(
 
     namespace: dict[str, Any] = {"web": web, "time": time, "json": json, "SECRET": SECRET}
     namespace["act_on"] = act_on
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/phones.md", "exec"), namespace)
     app = web.Application()
     app.router.add_post("/hook", slow_hook)
     server = await aiohttp_server(app)
