@@ -91,7 +91,7 @@ def _kill_group(proc: subprocess.Popen[str], why: str) -> None:
 
 
 def summary(runs: Runs) -> list[str]:
-    """The figure lines side by side: base runs, new runs, new/base of the first figure."""
+    """The figure lines side by side: base runs, new runs, new/base of each number."""
     order: list[str] = []
     values: dict[str, dict[str, list[list[float]]]] = {}
     for side in ("base", "new"):
