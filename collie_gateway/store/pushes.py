@@ -103,6 +103,8 @@ class PushesRepo:
     def __init__(self, db: Db) -> None:
         self.db = db
         self._turns = asyncio.Lock()  # one limiter turn of this worker waits on the database
+        # Decided once: a runtime-checked Protocol costs ~19 µs a check, twice an ask.
+        self._shared: SharedDb | None = db if isinstance(db, SharedDb) else None
 
     # --- devices -------------------------------------------------------------------------
 
@@ -162,10 +164,11 @@ class PushesRepo:
         """One decision at a time across workers (a lock held by a transaction), reading the
         limiter as stored and storing it as kept. One process owning the file: its limiter
         in memory is the truth (saved with each push owed)."""
-        if not isinstance(self.db, SharedDb):
+        shared = self._shared
+        if shared is None:
             yield LimiterTurn()
             return
-        async with self._turns, self.db.turn("push limiter") as tx:
+        async with self._turns, shared.turn("push limiter") as tx:
             row = await tx.one(GET, (LIMITER_KEY,))
             turn = LimiterTurn(True, bytes(row[0]) if row is not None else None)
             yield turn
