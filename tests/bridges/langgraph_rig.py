@@ -109,6 +109,7 @@ class InProcess:
     folder: Path
     graph: str
     input: str = "messages"
+    graph_spec: str = ""  # a graph elsewhere than fixtures/langgraph/graphs
     bridge: LangGraphBridge | None = None
     runner: AgentRunner | None = None
 
@@ -118,7 +119,7 @@ class InProcess:
 
     async def open(self) -> Wire:
         self.bridge = LangGraphBridge(
-            graph=f"{GRAPHS}:{self.graph}",
+            graph=self.graph_spec or f"{GRAPHS}:{self.graph}",
             checkpoints=self.folder / "graphs.sqlite",
             state=self.folder / "lg.db",
             input=self.input,

@@ -321,3 +321,20 @@ async def test_kill_9_inside_a_resumed_node_asks_again_with_a_notice(
     finally:
         proc.kill()
         await proc.wait()
+
+
+async def test_the_guides_example_graph(folder: Path) -> None:
+    rig = InProcess(folder, "", graph_spec="docs.examples.langgraph_graph:graph")
+    wire = await rig.open()
+    try:
+        conv = await wire.start()
+        await wire.say(conv, "v2")
+        [allow] = await wire.asks(conv, 1)
+        assert (allow["kind"], allow["title"]) == ("permission", "Deploy v2 to production?")
+        await wire.reply(allow, {"option": "allow"})
+        [scale] = await wire.asks(conv, 1)
+        assert scale["kind"] == "form"
+        await wire.reply(scale, {"fields": {"replicas": "3"}})
+        await wire.items(conv, lambda i: "Deployed v2 on 3 replicas." in texts(i))
+    finally:
+        await rig.close()
