@@ -338,3 +338,27 @@ async def test_the_guides_example_graph(folder: Path) -> None:
         await wire.items(conv, lambda i: "Deployed v2 on 3 replicas." in texts(i))
     finally:
         await rig.close()
+
+
+async def test_a_node_rerun_with_new_content_is_changed(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    right = folder / "right"
+    monkeypatch.setenv("LANGGRAPH_RIGHT", str(right))
+    right.write_text("Right, first?")
+    rig, wire = await opened(folder, "parallel")
+    try:
+        conv = await wire.start()
+        await wire.say(conv, "go")
+        old = {a["title"]: a for a in await wire.asks(conv, 2)}["Right, first?"]
+        right.write_text("Right, second?")
+        assert rig.bridge is not None  # another client runs the thread: the node runs again
+        await rig.bridge.graph.ainvoke(None, rig.bridge.config(conv))
+        _, result = await wire.reply(old, {"text": "R"})
+        assert result["outcome"] == "changed"  # checked before it was taken
+        now = {a["title"]: a for a in await wire.asks(conv, 2)}["Right, second?"]
+        assert (now["id"], now.get("version", 1)) == (old["id"], old.get("version", 1) + 1)
+        _, result = await wire.reply(now, {"text": "R"})
+        assert result["outcome"] == "accepted"
+    finally:
+        await rig.close()
