@@ -162,8 +162,11 @@ def _relay(args: argparse.Namespace) -> int:
 
 
 def _bridge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``bridge acp|mcp …``: run a bridge by hand (the gateway runs the ones in sources.json)."""
+    """``bridge acp|mcp|langgraph …``: run a bridge by hand (the gateway runs the ones in
+    sources.json)."""
     from bridges.acp.cli import add_arguments
+    from bridges.langgraph.cli import DESCRIPTION as LANGGRAPH_DESCRIPTION
+    from bridges.langgraph.cli import add_arguments as add_langgraph_arguments
     from bridges.mcp.cli import DESCRIPTION as MCP_DESCRIPTION
     from bridges.mcp.cli import add_arguments as add_mcp_arguments
 
@@ -185,6 +188,10 @@ def _bridge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     add_mcp_arguments(mcp)
     hooks_cli.add_bridge(kinds)
+    langgraph = kinds.add_parser(
+        "langgraph", help="a LangGraph graph, run here", description=LANGGRAPH_DESCRIPTION
+    )
+    add_langgraph_arguments(langgraph)
 
 
 def _bridge(args: argparse.Namespace) -> int:
@@ -194,6 +201,10 @@ def _bridge(args: argparse.Namespace) -> int:
         from bridges.mcp.cli import run as run_mcp
 
         return run_mcp(args)
+    if args.bridge == "langgraph":
+        from bridges.langgraph.cli import run as run_langgraph
+
+        return run_langgraph(args)
     from bridges.acp.cli import run
 
     return run(args)
@@ -410,7 +421,7 @@ def _settings(args: argparse.Namespace, sources_path: Path, file: Path = DEFAULT
     redact = redactor_from_env(os.environ).enabled
     db_path, database_url = store_from(args.db, os.environ, file)
     return Settings(
-        sources=load_sources(sources_path),
+        sources=load_sources(sources_path, beside=db_path.expanduser().absolute().parent),
         crew=load_crew(sources_path),
         crew_answers=getattr(args, "crew_answers", True),
         db_path=db_path,

@@ -17,7 +17,9 @@ from urllib.parse import urlsplit
 
 from collie_gateway.errors import SourcesError
 
-_ENTRY_KEYS = frozenset({"name", "socket", "url", "token_env", "acp", "mcp", "hooks", "stalwart"})
+_ENTRY_KEYS = frozenset(
+    {"name", "socket", "url", "token_env", "acp", "mcp", "hooks", "stalwart", "langgraph"}
+)
 AGENTS_DIR = Path("~/.collie/agents")  # where a bridge's socket and state go by default
 _TOP_KEYS = frozenset({"durable_agents", "crew"})
 _MEMBER_KEYS = frozenset({"name", "url", "token_env", "fingerprint"})
@@ -86,13 +88,17 @@ class Member:
     fingerprint: str | None = None  # the SHA-256 of its certificate (hex), pinned when given
 
 
-def load_sources(path: Path, environ: Mapping[str, str] | None = None) -> list[Source]:
-    """Read and check ``path``.
+def load_sources(
+    path: Path, environ: Mapping[str, str] | None = None, *, beside: Path | None = None
+) -> list[Source]:
+    """Read and check ``path``; a bridge's relative data file is put in ``beside`` (the
+    gateway database's folder; default the working folder).
 
     Raises:
         SourcesError: the file is unreadable, not JSON, or any entry is wrong.
     """
-    return parse_sources(_read(path), str(path), os.environ if environ is None else environ)
+    env = os.environ if environ is None else environ
+    return parse_sources(_read(path), str(path), env, beside=beside)
 
 
 def load_crew(path: Path, environ: Mapping[str, str] | None = None) -> list[Member]:
@@ -120,7 +126,9 @@ def _read(path: Path) -> object:
     return data
 
 
-def parse_sources(data: object, where: str, env: Mapping[str, str]) -> list[Source]:
+def parse_sources(
+    data: object, where: str, env: Mapping[str, str], *, beside: Path | None = None
+) -> list[Source]:
     """Check already-parsed JSON; ``where`` names the file in errors.
 
     Raises:
@@ -134,7 +142,7 @@ def parse_sources(data: object, where: str, env: Mapping[str, str]) -> list[Sour
     sources: list[Source] = []
     seen: set[str] = set()
     for index, entry in enumerate(entries, start=1):
-        source = _entry(entry, f"{where}: entry {index}", env)
+        source = _entry(entry, f"{where}: entry {index}", env, beside or Path.cwd())
         if source.name in seen:
             raise SourcesError(
                 f"{where}: entry {index} ({source.name!r}): duplicate name {source.name!r}"
@@ -234,23 +242,27 @@ def _token(entry: dict[str, object], where: str, env: Mapping[str, str]) -> str 
     return token
 
 
-def _entry(entry: object, where: str, env: Mapping[str, str]) -> Source:
+def _entry(entry: object, where: str, env: Mapping[str, str], beside: Path) -> Source:
     if not isinstance(entry, dict):
         raise SourcesError(f"{where}: expected an object")
     name = _name(entry, where)
     where = f"{where} ({name!r})"
     unknown = sorted(set(entry) - _ENTRY_KEYS)
     if unknown:
-        known = ", ".join(("name", "socket", "url", "token_env", *_BRIDGES))
+        known = ", ".join(("name", "socket", "url", "token_env", *_BRIDGES, "langgraph"))
         raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: {known})")
-    kinds = [k for k in _BRIDGES if k in entry]
+    kinds = [k for k in (*_BRIDGES, "langgraph") if k in entry]
     if kinds:
         if len(kinds) > 1 or "socket" in entry or "url" in entry:
             raise SourcesError(
                 f'{where}: a bridge ("{kinds[0]}") is given alone, without "socket", "url" '
                 "or another bridge"
             )
-        bridge = _BRIDGES[kinds[0]](name, entry[kinds[0]], f'{where}: "{kinds[0]}"')
+        spec, at = entry[kinds[0]], f'{where}: "{kinds[0]}"'
+        if kinds[0] == "langgraph":
+            bridge = _langgraph_bridge(name, spec, at, beside)
+        else:
+            bridge = _BRIDGES[kinds[0]](name, spec, at)
         return Source(name=name, socket=bridge.socket, bridge=bridge)
     socket, url = entry.get("socket"), entry.get("url")
     if (socket is None) == (url is None):
@@ -312,18 +324,25 @@ _STALWART_KEYS = frozenset(
 )
 
 
+def _object(spec: object, where: str, keys: frozenset[str], needed: str) -> dict[str, object]:
+    """A bridge's object, with none but ``keys``."""
+    if not isinstance(spec, dict):
+        raise SourcesError(f'{where} must be an object with "{needed}"')
+    unknown = sorted(set(spec) - keys)
+    if unknown:
+        raise SourcesError(
+            f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(keys))})"
+        )
+    return spec
+
+
 def _stalwart_bridge(name: str, spec: object, where: str) -> BridgeCommand:
     """``{"stalwart": {"url": "http://127.0.0.1:8700", "token_env": "…"}}``: the bridge
     ``bridges.stalwart`` to a stalwart-style server (people-in-the-loop S7). Optional:
     ``secret_env`` (resumes are signed, S6), ``webhook_secret_env`` and ``webhook_port``
     (``on_interrupt`` deliveries), ``socket`` and ``state`` (default ``~/.collie/agents/``).
     The bridge reads the variables named, and exits saying which one is unset."""
-    if not isinstance(spec, dict):
-        raise SourcesError(f'{where} must be an object with "url"')
-    unknown = sorted(set(spec) - _STALWART_KEYS)
-    if unknown:
-        known = ", ".join(sorted(_STALWART_KEYS))
-        raise SourcesError(f"{where}: unknown key {unknown[0]!r} (known: {known})")
+    spec = _object(spec, where, _STALWART_KEYS, "url")
     url = spec.get("url")
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
@@ -391,3 +410,27 @@ _BRIDGES: dict[str, Callable[[str, object, str], BridgeCommand]] = {
     "mcp": _mcp_bridge,
     "stalwart": _stalwart_bridge,
 }
+
+
+_LANGGRAPH_KEYS = frozenset({"graph", "checkpoints", "input", "socket", "state"})
+
+
+def _langgraph_bridge(name: str, spec: object, where: str, beside: Path) -> BridgeCommand:
+    """``{"langgraph": {"graph": "my_pkg.agent:graph", "checkpoints": "graphs.sqlite",
+    "input": "messages"}}``: the LangGraph bridge (``bridges.langgraph``) running the graph
+    in-process; a relative ``checkpoints`` is in ``beside`` (the gateway database's folder);
+    ``socket`` and ``state`` default to ``~/.collie/agents/``."""
+    spec = _object(spec, where, _LANGGRAPH_KEYS, "graph")
+    graph, given = spec.get("graph"), spec.get("input", "messages")
+    if not isinstance(graph, str) or ":" not in graph:
+        raise SourcesError(f'{where}: "graph" must name the compiled graph as "module:name"')
+    if not isinstance(given, str) or not (given == "messages" or ":" in given):
+        raise SourcesError(f'{where}: "input" must be "messages" or "module:name"')
+    checkpoints = beside / _path(
+        spec.get("checkpoints"), f'{where}: "checkpoints"', Path(f"{name}.graphs.sqlite")
+    )
+    socket = _path(spec.get("socket"), f'{where}: "socket"', AGENTS_DIR / f"{name}.sock")
+    state = _path(spec.get("state"), f'{where}: "state"', AGENTS_DIR / f"{name}.langgraph.db")
+    argv = (sys.executable, "-m", "bridges.langgraph", "--graph", graph, "--input", given)
+    files = ("--checkpoints", str(checkpoints), "--socket", str(socket), "--state", str(state))
+    return BridgeCommand(name=name, argv=(*argv, *files), socket=socket)

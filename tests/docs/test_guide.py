@@ -55,7 +55,7 @@ class Moved:
         self.agent_port = _free_port()
         self.gateway_port = _free_port()
         (folder / "examples").mkdir()
-        for example in EXAMPLES.iterdir():
+        for example in (p for p in EXAMPLES.iterdir() if p.is_file()):  # a folder: a page's own
             (folder / "examples" / example.name).write_text(
                 self.move(example.read_text(encoding="utf-8")), encoding="utf-8"
             )

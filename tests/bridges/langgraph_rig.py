@@ -1,0 +1,159 @@
+"""The LangGraph bridge's test rig: the bridge serving a graph of ``fixtures/langgraph/graphs``
+on a real Unix socket (in this process, or as its own process), and a raw wire client."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from bridges.kit import AgentBridge
+from bridges.langgraph.bridge import LangGraphBridge
+from tests.bridges.test_kit import request
+from wire.agent import AgentRunner
+
+REPO = Path(__file__).resolve().parents[2]
+GRAPHS = "fixtures.langgraph.graphs"
+
+
+@dataclass
+class Wire:
+    """A raw wire client of one bridge's socket."""
+
+    sock: Path
+
+    async def start(self) -> str:
+        """A new thread from the New page's starter: its conversation id."""
+        status, body = await request(
+            self.sock, "POST", "/conversations", {"request_id": rid(), "starter": "thread"}
+        )
+        assert (status, body["outcome"]) == (200, "accepted"), body
+        return str(body["conversation_id"])
+
+    async def say(self, conv: str, text: str) -> None:
+        """A message typed in the conversation."""
+        body = {"request_id": rid(), "text": text}
+        status, result = await request(self.sock, "POST", f"/conversations/{conv}/messages", body)
+        assert (status, result["outcome"]) == (200, "accepted"), result
+
+    async def read(self, conv: str) -> dict[str, Any]:
+        """The conversation with its items and open asks."""
+        status, body = await request(self.sock, "GET", f"/conversations/{conv}")
+        assert status == 200, body
+        return dict(body)
+
+    async def reply(
+        self, ask: dict[str, Any], answer: dict[str, Any], *, version: int | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """An answer to ``ask`` (at its version unless given)."""
+        body = {"request_id": rid(), "version": version or ask.get("version", 1), "answer": answer}
+        status, result = await request(
+            self.sock, "POST", f"/asks/{quote(ask['id'], safe='')}/reply", body
+        )
+        return status, dict(result)
+
+    async def asks(self, conv: str, count: int) -> list[dict[str, Any]]:
+        """The conversation's open asks, once there are ``count`` of them."""
+        got: list[dict[str, Any]] = []
+
+        async def enough() -> bool:
+            nonlocal got
+            got = (await self.read(conv)).get("asks", [])
+            return len(got) == count
+
+        await until(enough)
+        return got
+
+    async def items(self, conv: str, test: Callable[[list[dict[str, Any]]], bool]) -> list[Any]:
+        """The conversation's items, once ``test`` holds for them."""
+        got: list[dict[str, Any]] = []
+
+        async def holds() -> bool:
+            nonlocal got
+            got = (await self.read(conv)).get("items", [])
+            return test(got)
+
+        await until(holds)
+        return got
+
+
+def rid() -> str:
+    """A fresh request id."""
+    return "r-" + secrets.token_hex(6)
+
+
+async def until(test: Callable[[], Awaitable[bool]]) -> None:
+    """Wait until ``test`` holds (20 s at most)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 20.0
+    while not await test():
+        assert loop.time() < end, "timed out"
+        await asyncio.sleep(0.02)
+
+
+def texts(items: list[dict[str, Any]], kind: str = "reply") -> list[str]:
+    """The texts of the items of ``kind``."""
+    return [i.get("text", "") for i in items if i["kind"] == kind]
+
+
+@dataclass
+class InProcess:
+    """The bridge in this process: ``open()`` again after ``close()`` is a restart."""
+
+    folder: Path
+    graph: str
+    input: str = "messages"
+    graph_spec: str = ""  # a graph elsewhere than fixtures/langgraph/graphs
+    bridge: LangGraphBridge | None = None
+    runner: AgentRunner | None = None
+
+    @property
+    def wire(self) -> Wire:
+        return Wire(self.folder / "lg.sock")
+
+    async def open(self) -> Wire:
+        self.bridge = LangGraphBridge(
+            graph=self.graph_spec or f"{GRAPHS}:{self.graph}",
+            checkpoints=self.folder / "graphs.sqlite",
+            state=self.folder / "lg.db",
+            input=self.input,
+        )
+        await self.bridge.start()
+        self.runner = await self.bridge.serve_unix(self.folder / "lg.sock")
+        return self.wire
+
+    async def close(self) -> None:
+        bridge: AgentBridge | None = self.bridge
+        if bridge is not None:
+            await bridge.close()
+        self.bridge = None
+
+
+async def spawn(folder: Path, graph: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+    """The bridge as its own process (``python -m bridges.langgraph``), once it serves."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bridges.langgraph",
+        "--graph",
+        f"{GRAPHS}:{graph}",
+        "--checkpoints",
+        str(folder / "graphs.sqlite"),
+        "--socket",
+        str(folder / "lg.sock"),
+        "--state",
+        str(folder / "lg.db"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO), **env},
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 60)
+    assert b"serving" in line, line
+    return proc
