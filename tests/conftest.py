@@ -7,7 +7,10 @@ Tests run on several worker processes at once, so a test owns what it touches:
   fixed path;
 - ports: port 0 (the kernel picks a free one), never a fixed number;
 - environment: ``monkeypatch.setenv`` (each worker is its own process);
-- PostgreSQL: the ``pg_url`` fixture, a fresh database per test on the one server.
+- PostgreSQL: the ``pg_url`` fixture, a fresh database per test on the one server; a query of
+  the server's own views (``pg_locks``, ``pg_stat_activity``) keeps to ``current_database()``.
+
+``python -m pytest -q -n 0`` runs in one process (for ``--pdb``, or one quick test).
 
 A scene built once and shared by several tests (a fixture of ``module``, ``class`` or
 ``package`` scope, e.g. the crew of ``test_crew.py``) needs its tests on one worker, in file
@@ -20,14 +23,15 @@ worker; keep them read-only.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
-from _pytest.nodeid import NodeId
 
 SHARED_SCOPES = frozenset({"module", "class", "package"})
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Known to --strict-markers even when xdist is off (``-n 0``, ``-p no:xdist``).
+    # Known to --strict-markers even when xdist is not installed.
     config.addinivalue_line("markers", "xdist_group(name): run these tests on one worker")
     config.pluginmanager.register(_GroupSuffix(), "collie-xdist-group-suffix")
 
@@ -71,5 +75,6 @@ class _GroupSuffix:
             if mark is None or "@" in item.nodeid.rpartition("]")[2]:
                 continue
             name = mark.args[0] if mark.args else mark.kwargs.get("name", "default")
-            if isinstance(getattr(item, "_id", None), NodeId):
-                item._id = NodeId.parse(f"{item.nodeid}@{name}")
+            ids = sys.modules.get("_pytest.nodeid")  # pytest 9.2's structured node ids
+            if ids is not None and isinstance(getattr(item, "_id", None), ids.NodeId):
+                item._id = ids.NodeId.parse(f"{item.nodeid}@{name}")
