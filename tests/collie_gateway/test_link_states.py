@@ -38,12 +38,7 @@ async def test_D6_an_agent_refusing_the_token_is_unreachable_and_says_why(rig: R
     await rig.stop("desk")
     again = rig.agent("desk", runtime="desk", features=["history"], token="a-new-one")
     rig.runners["desk"] = await again.serve_tcp("127.0.0.1", int(url.rsplit(":", 1)[1]))
-
-    async def refused() -> bool:  # not the "didn't answer" of the moment nothing listens
-        home = await get_json(client, "/api/v1/agents/desk")
-        return bool(home["state"] == "unreachable" and home["reason"] == REFUSED)
-
-    await eventually(refused)
+    await eventually(lambda: home_is("unreachable"))
     home = await get_json(client, "/api/v1/agents/desk")
     assert home["reason"] == REFUSED
     dash = await get_json(client, "/api/v1/dashboard")
