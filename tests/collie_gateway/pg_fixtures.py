@@ -1,5 +1,6 @@
 """PostgreSQL for the tests: the server named by ``COLLIE_TEST_PG`` (CI starts one), else a
-throw-away server this test session starts itself (``fixtures/postgres.py``). Each test that
+throw-away server each test process (each xdist worker) starts itself
+(``fixtures/postgres.py``). Each test that
 asks for ``pg_url`` gets a fresh database of its own, dropped after it."""
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from aiohttp.test_utils import TestClient
 from aiohttp.typedefs import Handler, Middleware
 
 from collie_gateway.sources import Source
-from tests.collie_gateway.conftest import Rig, eventually, get_json
+from tests.collie_gateway.conftest import PATIENT, Rig, eventually, get_json
 from tests.collie_gateway.push_fixtures import Services, services
 from wire.agent import Option, ToolRef
 from wire.sse import SSEParser
@@ -411,7 +411,7 @@ async def test_golden_a_X1_agent_items_reach_a_phone_following_the_chat(rig: Rig
     agent = rig.agent("desk", runtime="desk", features=["history", "stop"])
     sock = await rig.serve("desk")
     conv = await agent.open_conversation("c1", title="Notes")
-    client, _ = await rig.gateway([Source(name="desk", socket=sock)])
+    client, _ = await rig.gateway([Source(name="desk", socket=sock)], timing=PATIENT)
     async with following(rig, client) as trace:
         item, delta = trace.event("chat.item"), trace.event("chat.delta")
         async with trace.step("item.appended: a reply begins", item):
@@ -482,7 +482,7 @@ async def test_golden_b_T1_S5_phone_answers_reach_the_agent_and_the_ledger(rig: 
     )
     sock = await rig.serve("desk")
     conv = await agent.open_conversation("c1", title="Tidy up")
-    client, _ = await rig.gateway([Source(name="desk", socket=sock)])
+    client, _ = await rig.gateway([Source(name="desk", socket=sock)], timing=PATIENT)
     async with following(rig, client) as trace:
         taps = Taps(rig, client, trace, requests)
         shown, no_ask = trace.event("chat.changed"), trace.row("conversations", "asks", absent=True)
@@ -551,7 +551,10 @@ async def test_golden_c_P3_an_ask_raised_until_its_push_leaves(rig: Rig, svc: Se
     sock = await rig.serve("desk")
     conv = await agent.open_conversation("c1", title="Deploy notes")
     client, _ = await rig.gateway(
-        [Source(name="desk", socket=sock)], push_targets=svc.targets, machine=MACHINE
+        [Source(name="desk", socket=sock)],
+        push_targets=svc.targets,
+        machine=MACHINE,
+        timing=PATIENT,
     )
     options = [o for o in PERMISSION if o.role != "always"]
     async with following(rig, client) as trace:

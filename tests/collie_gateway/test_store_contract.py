@@ -251,7 +251,8 @@ async def test_P3_a_claims_connection_the_server_dropped_is_made_again(pg_url: s
         async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
             await admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_locks"
-                " WHERE locktype = 'advisory' AND pid <> pg_backend_pid()"
+                " WHERE locktype = 'advisory' AND pid <> pg_backend_pid()"  # this test's database:
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             )
         await one.pushes.release("desk/a1")  # its connection is gone: nothing to give back
         assert await two.pushes.claim("desk/a1")  # the lock went with the connection

@@ -53,6 +53,10 @@ from tests.collie_gateway.test_workers_pg import (
 )
 from wire.agent import Agent
 
+# Three gateway processes and PostgreSQL per test: these tests take turns on one xdist
+# worker (with the other test_workers_*.py), so two such crowds never share the 2 cores.
+pytestmark = pytest.mark.xdist_group("pg_workers")
+
 LEASE = 1.5
 LEASE_ENV = {"COLLIE_LEASE_SECONDS": str(LEASE)}
 FAILOVER = LEASE * 4 / 3 + 1.5  # the stated bound after a kill -9, with 1.5 s of slack

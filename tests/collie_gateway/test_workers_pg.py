@@ -34,6 +34,10 @@ from tests.collie_gateway.test_shutdown import apns_token, push_env, raise_asks
 from tests.push.fakes import ApnsSeen, Reply
 from wire.agent import Agent
 
+# Three gateway processes and PostgreSQL per test: these tests take turns on one xdist
+# worker (with the other test_workers_*.py), so two such crowds never share the 2 cores.
+pytestmark = pytest.mark.xdist_group("pg_workers")
+
 TAP = {"request_id": "tap-1", "version": 1, "answer": {"option": "allow"}}
 ANSWER_PATH = "/api/v1/agents/held/asks/a1/answer"
 WORKERS = 3
@@ -230,6 +234,7 @@ async def claim_holder(url: str) -> int | None:
         cur = await conn.execute(
             "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
             " WHERE l.locktype = 'advisory' AND l.granted"
+            " AND a.datname = current_database()"  # the server is shared with other tests
             " AND a.application_name LIKE 'collie-gateway %%'"
         )
         rows = await cur.fetchall()

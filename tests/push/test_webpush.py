@@ -300,6 +300,7 @@ def test_endpoints_that_may_not(url: str) -> None:
         (Browser().p256dh, "BTBZMqHH6r4Tts7J"),  # 12 bytes of auth
         (Browser().p256dh, "not base64!"),
     ],
+    ids=["not-a-point", "off-the-curve", "short-auth", "auth-not-base64"],  # the keys are random
 )
 def test_subscription_keys_refused(p256dh: str, auth: str) -> None:
     with pytest.raises(ValueError):  # noqa: PT011 - each says why in its own words
