@@ -1,5 +1,5 @@
-"""The whole suite's conventions for running in parallel (pytest-xdist, ``-n`` and
-``--dist loadgroup`` in pyproject's ``addopts``).
+"""The whole suite's conventions for running in parallel (pytest-xdist:
+``python -m pytest -q -n 3 --dist loadgroup``; the default, and CI, is one process).
 
 Tests run on several worker processes at once, so a test owns what it touches:
 
@@ -9,8 +9,6 @@ Tests run on several worker processes at once, so a test owns what it touches:
 - environment: ``monkeypatch.setenv`` (each worker is its own process);
 - PostgreSQL: the ``pg_url`` fixture, a fresh database per test on the one server; a query of
   the server's own views (``pg_locks``, ``pg_stat_activity``) keeps to ``current_database()``.
-
-``python -m pytest -q -n 0`` runs in one process (for ``--pdb``, or one quick test).
 
 A scene built once and shared by several tests (a fixture of ``module``, ``class`` or
 ``package`` scope, e.g. the crew of ``test_crew.py``) needs its tests on one worker, in file
