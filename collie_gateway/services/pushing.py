@@ -438,6 +438,10 @@ class Pushing:
         plan = decide(facts, self.limiter, showing, now)
         if stored.state != "done":
             self._owed.discard(key)  # set again below if it stays owed
+        if plan.webhooks or plan.send_to:
+            # Every text of the ask masked once (X1, core/texts.py), at any depth, for the
+            # webhook and the notification alike; its ids are kept, so it serves the log too.
+            ask = masked(ask, self.redact)
         if plan.webhooks:
             for hook in self.targets.webhooks:
                 self._spawn_hook(hook, key, agent, ask, pane)
@@ -469,9 +473,8 @@ class Pushing:
             return ManyAsksNotification(
                 machine=machine, agent=agent, host=plan.summary.host, push_id=key
             )
-        # Every text of the ask masked (X1, core/texts.py), then masked again as the payload
-        # cleans and cuts it: a token cut in half is no longer recognised.
-        ask = masked(ask, self.redact)
+        # ``ask`` comes masked (X1); the payload masks again as it cleans and cuts: a token cut
+        # in half is no longer recognised.
         pane_name = clean(pane or agent, TITLE_LIMIT, redact=self.redact).text
         return AskNotification(
             machine=machine,
@@ -619,14 +622,13 @@ class Pushing:
     async def _webhook(
         self, hook: WebhookTarget, key: str, agent: str, ask: Ask, pane: str | None
     ) -> None:
-        # Every text of the ask leaves the machine masked (X1, core/texts.py), at any depth.
-        shown = masked(ask, self.redact)
-        # The keys stay English; ``text`` adds Collie's words in the default language (P2).
+        # ``ask`` comes masked by _decide (X1). The keys stay English; ``text`` adds Collie's
+        # words in the default language (P2).
         cat = self.config.languages.default
         pane_name = clean(pane or agent, TITLE_LIMIT, redact=self.redact).text
         text = {"headline": cat.fmt("push_permission", pane=pane_name)}
         body = msgspec.json.encode(
-            {"machine": self.machine, "agent": agent, "ask": shown, "lang": cat.lang, "text": text}
+            {"machine": self.machine, "agent": agent, "ask": ask, "lang": cat.lang, "text": text}
         )
         try:
             # The same id on every try, derived from the ask: a receiver drops duplicates;
