@@ -21,6 +21,7 @@ from collie_gateway.services.router import (
     AskSink,
     ChatSink,
     MirrorSink,
+    NoticeSink,
     ReceiptSink,
     Router,
     RowSink,
@@ -121,13 +122,14 @@ class Gateway:
         asks = AskSink(self.pushing, publish, spawn, self.redact)
         answers = AnswerSink(self.answers, self.ledger, spawn)
         chats = ChatSink(self.chats)
+        notices = NoticeSink(self.pushing, spawn)
         if quiet:
             return Router(self.settings.clock, (rows,), (rows, chats), (rows, chats))
         return Router(
             self.settings.clock,
             on_link=(mirror, rows, answers),
             on_snapshot=(mirror, rows, chats, asks),
-            on_event=(mirror, rows, receipts, asks, answers, chats),
+            on_event=(mirror, rows, receipts, asks, notices, answers, chats),
         )
 
     async def close(self) -> None:

@@ -33,6 +33,7 @@ from push.models import (
     Forwarded,
     ManyAsksNotification,
     Message,
+    NoticeNotification,
     Notification,
     Outcome,
     PingNotification,
@@ -41,7 +42,7 @@ from push.models import (
     WebPushKeys,
     Withdrawal,
 )
-from push.once import once_key
+from push.once import notice_key, once_key
 from push.payloads import (
     DEFAULT_TTL,
     ApnsRequest,
@@ -113,6 +114,7 @@ __all__ = [
     "Forwarded",
     "ManyAsksNotification",
     "Message",
+    "NoticeNotification",
     "Notification",
     "OnDelivery",
     "Outcome",
@@ -148,6 +150,7 @@ __all__ = [
     "collapse_id",
     "cut",
     "fcm_message",
+    "notice_key",
     "once_key",
     "open_envelope",
     "seal",

@@ -119,7 +119,28 @@ class PingNotification(ManyAsksNotification):
     ``host``): shaped as the many-asks push, with its own words and type ``test``."""
 
 
-Notification = AskNotification | ManyAsksNotification
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoticeNotification:
+    """A notice an agent asked to push (wire ``Item.push``; P1's limits, P2's lengths): its
+    ``title`` raw (the agent's, else the notice's text), or ``words`` (a catalogue key and its
+    arguments) worded in the device's language when its catalogue has the key; ``line`` raw.
+    Payloads clean, mask and cut them. Its collapse id is the pane's notices', apart from its
+    asks'."""
+
+    machine: str
+    agent: str
+    conversation: str
+    item: str
+    pane_key: str
+    pane: str
+    title: str
+    line: str | None = None
+    words: tuple[str, tuple[tuple[str, str], ...]] | None = None
+    deadline: float | None = None
+    push_id: str | None = None
+
+
+Notification = AskNotification | ManyAsksNotification | NoticeNotification
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,3 +14,9 @@ def once_key(machine: str, agent: str, *, tool_call: str | None, ask: str) -> st
     """
     tail = ["tool", tool_call] if tool_call else ["ask", ask]
     return json.dumps([machine, agent, *tail], separators=(",", ":"), ensure_ascii=False)
+
+
+def notice_key(machine: str, agent: str, conversation: str, item: str) -> str:
+    """The key a notice's push (wire ``Item.push``) goes once under: machine, durable agent,
+    conversation and item id; never an ask's (a longer array)."""
+    return json.dumps([machine, agent, "notice", conversation, item], separators=(",", ":"))

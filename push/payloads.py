@@ -34,6 +34,7 @@ from push.models import (
     Device,
     Forwarded,
     Message,
+    NoticeNotification,
     Notification,
     PingNotification,
     Urgency,
@@ -86,6 +87,9 @@ class Strings(Protocol):
     """What the payloads need of the phone's string catalogue: lookup by key."""
 
     def __getitem__(self, key: str, /) -> str: ...
+
+
+Redact = Callable[[str], str]
 
 
 def _identity(text: str) -> str:
@@ -144,6 +148,8 @@ def collapse_id(note: Notification | Withdrawal, key: bytes | None = None) -> st
     """
     if isinstance(note, AskNotification | Withdrawal):
         scope = json.dumps(["pane", note.pane_key], ensure_ascii=False)
+    elif isinstance(note, NoticeNotification):
+        scope = json.dumps(["notice", note.pane_key], ensure_ascii=False)
     else:
         scope = json.dumps(["agent", note.machine, note.agent], ensure_ascii=False)
     data = scope.encode()
@@ -222,10 +228,10 @@ class _Source:
     def __init__(self, note: Notification, content: Content, strings: Strings) -> None:
         self.note = note
         self.strings = strings
-        if isinstance(note, AskNotification):
+        if isinstance(note, AskNotification | NoticeNotification):
             redact = content.redact
             self.pane = redact(clean(note.pane))
-            self.title = redact(clean(note.title or ""))
+            self.title = redact(clean(_title(note, strings, redact)))
             self.line = redact(clean(note.line or ""))
         else:
             self.pane = clean(note.host)
@@ -233,6 +239,8 @@ class _Source:
 
     def texts(self, pane_max: int, title_max: int, line_max: int) -> _Texts:
         pane = cut(self.pane, pane_max)
+        if isinstance(self.note, NoticeNotification):  # its title is the headline
+            return _Texts(cut(self.title, title_max), "", cut(self.line, line_max), pane)
         if isinstance(self.note, AskNotification):
             headline = self.strings["push_permission"].format(pane=pane)
         elif isinstance(self.note, PingNotification):
@@ -240,6 +248,18 @@ class _Source:
         else:
             headline = self.strings["push_many"].format(host=pane)
         return _Texts(headline, cut(self.title, title_max), cut(self.line, line_max), pane)
+
+
+def _title(note: AskNotification | NoticeNotification, strings: Strings, redact: Redact) -> str:
+    """The title: a notice's words in the device's language (each argument cleaned and
+    masked, X1), else the title given."""
+    if isinstance(note, AskNotification) or note.words is None:
+        return note.title or ""
+    key, args = note.words
+    try:
+        return strings[key].format(**{k: redact(clean(v)) for k, v in args})
+    except (KeyError, IndexError, ValueError):
+        return note.title
 
 
 def _fit(source: _Source, build: Callable[[_Texts], bytes], limit: int) -> _Texts:
@@ -288,6 +308,14 @@ def _ids(note: Notification | Withdrawal) -> dict[str, str]:
             "conversation": note.conversation,
             "ask": note.ask,
         }
+    if isinstance(note, NoticeNotification):
+        return {
+            "type": "notice",
+            "machine": note.machine,
+            "agent": note.agent,
+            "conversation": note.conversation,
+            "item": note.item,
+        }
     kind = "test" if isinstance(note, PingNotification) else "many"
     return {"type": kind, "machine": note.machine, "agent": note.agent}
 
@@ -295,7 +323,7 @@ def _ids(note: Notification | Withdrawal) -> dict[str, str]:
 def _envelope(device: Device, note: Notification, texts: _Texts) -> str:
     assert device.key is not None
     inner: dict[str, object] = {"v": ENVELOPE_VERSION, **_ids(note), "headline": texts.headline}
-    if isinstance(note, AskNotification):
+    if isinstance(note, AskNotification | NoticeNotification):
         inner.update(pane=texts.pane, title=texts.title, line=texts.line)
     return seal(device.key, device.id, _json(inner))
 

@@ -234,6 +234,32 @@ class Ask(Base, frozen=True, kw_only=True):
     irreversible: bool = False
 
 
+class Words(Base, frozen=True, kw_only=True):
+    """An item's text as a key of the gateway's catalogue with its arguments: the gateway
+    shows its own wording in the phone's language; a key it does not have shows ``text``.
+
+    Attributes:
+        key: A catalogue key (``say_…``), e.g. `say_hooks_queued`.
+        args: The values of its placeholders, by name (texts).
+    """
+
+    key: Id
+    args: Annotated[dict[Id, Label], Meta(max_length=20)] = {}
+
+
+class NoticePush(Base, frozen=True, kw_only=True):
+    """A notice item's push: the agent asks the gateway to push it (P1's limits, once per
+    item id, P3).
+
+    Attributes:
+        title: The push's title, ≤ 60 shown (P2); null: the notice's text (its ``words``).
+        line: The push's one line, ≤ 120 shown (P2).
+    """
+
+    title: Label | None = None
+    line: Label | None = None
+
+
 class Item(Base, frozen=True, kw_only=True):
     """One item of a conversation. Fields beyond ``id``/``kind``/``text`` apply per kind:
     ``request_id`` (user), ``language`` (code), ``url``/``label`` (link),
@@ -253,6 +279,8 @@ class Item(Base, frozen=True, kw_only=True):
         name: A `tool` item: the tool's name.
         status: A `tool` item: `running`, `done` or `failed`.
         output: A `tool` item: its output.
+        words: Its text as a catalogue key with arguments (shown in the phone's language).
+        push: A `notice` item: push it (P1–P3).
     """
 
     id: Id
@@ -268,6 +296,8 @@ class Item(Base, frozen=True, kw_only=True):
     name: Label | None = None
     status: Kind | None = None
     output: Text | None = None
+    words: Words | None = None
+    push: NoticePush | None = None
 
 
 class Conversation(Base, frozen=True, kw_only=True):

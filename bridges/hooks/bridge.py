@@ -15,20 +15,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 from aiohttp import web
 
 from bridges.hooks import keys, mapping
 from bridges.hooks.mapping import Hook
-from bridges.kit import AgentBridge, State, notice, utc
+from bridges.kit import AgentBridge, State, Table, notice, utc
 from bridges.kit.fit import label, safe_id, tool_text
 from bridges.kit.state import SDK_ASKS
 from wire.agent import (
@@ -40,14 +41,23 @@ from wire.agent import (
     ToolRef,
 )
 from wire.errors import LocalWireError
-from wire.messages import Ask
+from wire.messages import Ask, NoticePush
 
 log = logging.getLogger(__name__)
 
 MAX_BODY: Final = 1024 * 1024  # a hook's JSON; a larger body is refused 413
 QUIET: Final = 600.0  # seconds without a hook after which a transcript is read on hooks only
 HOLD: Final = 3600  # seconds a PermissionRequest is held (the hook's timeout, installed so)
-GONE: Final = "{client} stopped waiting for this card (the session ended or the hook timed out)."
+
+
+class Queued(NamedTuple):
+    """The phone's messages waiting for a session's next ``Stop`` (a JSON list of texts)."""
+
+    conversation: str
+    messages: str
+
+
+QUEUE: Final = Table("hooks_queued", Queued)
 
 
 @dataclass(eq=False)
@@ -138,7 +148,8 @@ class HooksBridge(AgentBridge):
         )
         self.agent.on_message(self._on_message)
         self.sessions: dict[str, Session] = {}
-        self.queued: dict[str, list[str]] = {}  # conversation -> phone messages for its Stop
+        self._state: State | None = None  # the bridge's own table (QUEUE) in the SDK's file
+        self._queue = asyncio.Lock()
         self._opening = asyncio.Lock()
         self._runner: web.AppRunner | None = None
         self._tail: asyncio.Task[None] | None = None
@@ -158,6 +169,7 @@ class HooksBridge(AgentBridge):
             OSError: the port cannot be bound.
         """
         await super().start()
+        self._state = await asyncio.to_thread(State, self.state_path, QUEUE)
         await self._recover()
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post("/hooks/{client}", self._handle)
@@ -186,6 +198,8 @@ class HooksBridge(AgentBridge):
         if self._runner is not None:
             await self._runner.cleanup()
         await super().close()
+        if self._state is not None:
+            self._state.close()
 
     async def _recover(self) -> None:
         """Held requests do not outlive the process: the cards a previous run left open
@@ -206,13 +220,29 @@ class HooksBridge(AgentBridge):
             handle = await conv.ask(id=ask.id, **fields)
             if handle.open:
                 await handle.decide()
-                await notice(conv, mapping.RESTARTED.format(client=_client_of(conv)))
+                await _say(conv, mapping.RESTARTED, client=_client_of(conv))
 
     async def _on_message(self, conv: ConversationHandle, msg: SendMessage) -> None:
-        """A message typed on the phone waits for the session's next ``Stop`` (also one the
-        bridge has not heard from since it started)."""
-        self.queued.setdefault(conv.id, []).append(msg.text)
-        await notice(conv, mapping.QUEUED.format(client=_client_of(conv)))
+        """A message typed on the phone waits, kept in the state file, for the session's next
+        ``Stop`` (also one the bridge has not heard from since it started)."""
+        await self._requeue(conv.id, lambda kept: [*kept, msg.text])
+        await _say(conv, mapping.QUEUED, client=_client_of(conv))
+
+    async def _requeue(
+        self, conv_id: str, change: Callable[[list[str]], list[str]]
+    ) -> list[str]:
+        """Change the conversation's queued messages, on disk before it returns; what was
+        queued before."""
+        state = self._state
+        assert state is not None, "start the bridge first"
+        async with self._queue:
+            row = await state.off_loop(state.get, QUEUE, conv_id)
+            kept: list[str] = json.loads(row.messages) if row is not None else []
+            new = change(kept)
+            if new != kept:
+                data = json.dumps(new, ensure_ascii=False)
+                await state.off_loop(state.put, QUEUE, Queued(conv_id, data))
+            return kept
 
     # --- HTTP ---------------------------------------------------------------------------
 
@@ -248,7 +278,7 @@ class HooksBridge(AgentBridge):
         elif event == "UserPromptSubmit":
             await self._prompted(session, hook)
         elif event == "Stop":
-            return await self._stopped(session)
+            return await self._stopped(session, hook)
         elif event == "SessionEnd":
             await self._ended(session, hook)
         elif event == "Notification":
@@ -291,19 +321,24 @@ class HooksBridge(AgentBridge):
             with contextlib.suppress(LocalWireError):
                 await session.conv.update(title=mapping.title(hook.who, hook.cwd, prompt))
 
-    async def _stopped(self, session: Session) -> dict[str, Any]:
+    async def _stopped(self, session: Session, hook: Hook) -> dict[str, Any]:
+        """The next instruction if the phone queued one (taken from the state file before
+        it is answered: once at most), else "finished", pushed (P1)."""
         await self._desk_first(session, None)
-        queued = self.queued.pop(session.conv.id, [])
+        queued = await self._requeue(session.conv.id, lambda kept: [])
         if not queued:
+            last = mapping.string(hook.body.get("last_assistant_message"))
+            push = mapping.push_line(last or _last_reply(session.conv))
+            folder = mapping.folder(hook.cwd)
+            await _say(session.conv, mapping.FINISHED, push, client=hook.who, folder=folder)
             return {}
-        message = "\n\n".join(queued)
-        await notice(session.conv, mapping.SENT.format(client=mapping.CLIENTS[session.client]))
-        return mapping.stop_reply(message)
+        await _say(session.conv, mapping.SENT, client=hook.who)
+        return mapping.stop_reply("\n\n".join(queued))
 
     async def _ended(self, session: Session, hook: Hook) -> None:
         await self._desk_first(session, None)
         reason = mapping.string(hook.body.get("reason")) or "exit"
-        await notice(session.conv, mapping.ENDED.format(client=hook.who, reason=reason))
+        await _say(session.conv, mapping.ENDED, client=hook.who, reason=reason)
         self.sessions.pop(session.id, None)
         with contextlib.suppress(LocalWireError):
             await session.conv.close()
@@ -313,10 +348,9 @@ class HooksBridge(AgentBridge):
         if kind == "permission_prompt" and session.pending:
             return  # the card says it already
         message = mapping.string(hook.body.get("message"))
-        text = mapping.WAITING.format(
-            client=hook.who, folder=mapping.folder(hook.cwd), message=message
-        )
-        await notice(session.conv, label(text))
+        push = mapping.push_line(_last_reply(session.conv) or message)
+        folder = mapping.folder(hook.cwd)
+        await _say(session.conv, mapping.WAITING, push, client=hook.who, folder=folder)
 
     # --- questions ----------------------------------------------------------------------
 
@@ -331,7 +365,7 @@ class HooksBridge(AgentBridge):
         finally:  # answered, or the client dropped the request (cancelled)
             pending.waiting -= 1
             if pending.waiting == 0 and not pending.reply.done() and not self._closing:
-                self.agent.spawn(self._end(session, pending, GONE))
+                self.agent.spawn(self._end(session, pending, mapping.GONE))
 
     async def _raise(self, session: Session, hook: Hook, key: str) -> Pending:
         if hook.tool == mapping.QUESTION_TOOL and mapping.questions(hook):
@@ -379,7 +413,7 @@ class HooksBridge(AgentBridge):
                 await handle.decide()
                 ended = True
         if ended:
-            await notice(session.conv, said.format(client=mapping.CLIENTS[session.client]))
+            await _say(session.conv, said, client=mapping.CLIENTS[session.client])
 
     async def _desk_first(self, session: Session, key: str | None) -> None:
         """The desk went on: the question for ``key`` (every question: ``None``) ends."""
@@ -472,6 +506,19 @@ def _grown(path: Path, offset: int, inode: int) -> tuple[int, bool, bytes] | Non
 
 def _tool_items(conv: ConversationHandle) -> dict[str, ItemHandle]:
     return {i.id: ItemHandle(conv, n) for n, i in enumerate(conv.items) if i.kind == "tool"}
+
+
+async def _say(
+    conv: ConversationHandle, template: str, push: NoticePush | None = None, **args: str
+) -> None:
+    """A notice in the phone's language (``mapping.SAY_KEYS``), pushed with ``push``."""
+    text, words = mapping.say(template, **args)
+    await notice(conv, text, words=words, push=push)
+
+
+def _last_reply(conv: ConversationHandle) -> str:
+    """The text of the conversation's last reply ("" before any)."""
+    return next((i.text for i in reversed(conv.items) if i.kind == "reply"), "")
 
 
 def _client_of(conv: ConversationHandle) -> str:

@@ -18,23 +18,36 @@ from typing import Any, Final
 from bridges.kit import asks
 from bridges.kit.asks import AskDraft
 from bridges.kit.fit import cut, label, tool_text
-from wire.messages import Argument, Option
+from wire.messages import Argument, NoticePush, Option, Words
 
 CLIENTS: Final = {"claude-code": "Claude Code", "codex": "Codex"}
 QUESTION_TOOL: Final = "AskUserQuestion"
 OUTPUT_LIMIT: Final = 20_000  # characters of a tool's output kept on its item
 ARGUMENT_LIMIT: Final = 20_000  # characters of one argument shown on a card (a file's content)
 
-# What the chat shows (docs/claude-code-and-codex.md).
-ALWAYS_SAYS: Final = "“Always allow” keeps {client}'s own suggestion for this session: {rules}"
+# What the chat shows (docs/claude-code-and-codex.md), in English; the phone shows the
+# gateway's catalogue's wording of each in its own language (``Item.words``, wire §7.11).
 DESK_FIRST: Final = "Answered at the desk: {client} went on without this card."
+GONE: Final = "{client} stopped waiting for this card (the session ended or the hook timed out)."
 RESTARTED: Final = (
     "The hooks bridge restarted: {client} stopped waiting for this card and asks at the desk."
 )
 QUEUED: Final = "Queued: {client} gets this message when it stops."
 SENT: Final = "Sent to {client} as its next instruction."
 ENDED: Final = "{client}'s session ended ({reason})."
-WAITING: Final = "{client} is waiting in {folder}: {message}"
+WAITING: Final = "{client} is waiting in {folder}"
+FINISHED: Final = "{client} finished in {folder}"
+SAY_KEYS: Final = {
+    DESK_FIRST: "say_hooks_desk_first",
+    GONE: "say_hooks_gone",
+    RESTARTED: "say_hooks_restarted",
+    QUEUED: "say_hooks_queued",
+    SENT: "say_hooks_sent",
+    ENDED: "say_hooks_ended",
+    WAITING: "say_hooks_waiting",
+    FINISHED: "say_hooks_finished",
+}
+LINE_MAX: Final = 120  # a push's line (P2)
 DENIED: Final = "Denied on the phone."
 
 
@@ -156,11 +169,13 @@ def _rules(found: Sequence[Mapping[str, Any]]) -> str:
 def permission_draft(hook: Hook) -> AskDraft:
     """The permission card: the tool, its input as arguments (S1), the reason given, and
     "Always allow" where the client suggests rules."""
-    options = [Option(id="allow", label="Allow", role="allow")]
+    # The phone words each option by its role in its own language (A4); the agent's label,
+    # shown muted below, is only the rules "Always allow" keeps.
+    options = [Option(id="allow", label="", role="allow")]
     found = suggestions(hook)
     if found:
-        options.append(Option(id="always", label="Always allow", role="always"))
-    options.append(Option(id="deny", label="Deny", role="deny"))
+        options.append(Option(id="always", label=label(_rules(found)), role="always"))
+    options.append(Option(id="deny", label="", role="deny"))
     tool_input = hook.tool_input
     arguments = [
         Argument(
@@ -171,12 +186,10 @@ def permission_draft(hook: Hook) -> AskDraft:
         for k, v in tool_input.items()
     ]
     reason = string(hook.body.get("reason")) or string(tool_input.get("description"))
-    text = ALWAYS_SAYS.format(client=hook.who, rules=_rules(found)) if found else ""
     shown = string(tool_input.get("command")) or tool_text(dict(tool_input))
     return asks.permission(
-        label(f"{hook.who}: allow {hook.tool}? {shown}"),
+        label(f"{hook.who} · {hook.tool}: {shown}"),
         options,
-        text=text,
         arguments=arguments,
         reasons=[label(reason)] if reason else [],
     )
@@ -253,6 +266,18 @@ def question_reply(hook: Hook, picked: Sequence[Sequence[str] | None]) -> dict[s
     }
 
 
+def say(template: str, **args: str) -> tuple[str, Words]:
+    """A notice's English text and its catalogue words (``template`` one of ``SAY_KEYS``)."""
+    return template.format(**args), Words(key=SAY_KEYS[template], args=args)
+
+
+def push_line(text: str) -> NoticePush:
+    """A notice's push whose line is ``text``'s first line (P2: ≤ 120 shown); its title is
+    the notice's own words."""
+    first = next((n for n in text.strip().splitlines() if n.strip()), "")
+    return NoticePush(line=label(first, LINE_MAX) or None)
+
+
 def stop_reply(message: str) -> dict[str, Any]:
     """A ``Stop`` hook's answer giving the client ``message`` as its next instruction."""
     return {"decision": "block", "reason": message}
@@ -293,8 +318,11 @@ Entry = Said | ToolUse | ToolResult
 
 def entries(line: Mapping[str, Any]) -> list[Entry]:
     """What one transcript line holds: texts, tool calls, tool results (Claude Code's JSONL:
-    ``{"type": "user"|"assistant", "uuid", "message": {"content": …}}``; other lines: none)."""
+    ``{"type": "user"|"assistant", "uuid", "message": {"content": …}}``; Codex's rollout:
+    ``{"type": "response_item", "payload": …}``; other lines: none)."""
     kind = line.get("type")
+    if kind == "response_item":
+        return _codex_entries(line)
     message = line.get("message")
     uuid = string(line.get("uuid"))
     if kind not in ("user", "assistant") or not isinstance(message, dict) or not uuid:
@@ -323,6 +351,50 @@ def entries(line: Mapping[str, Any]) -> list[Entry]:
                 )
             )
     return found
+
+
+def _codex_entries(line: Mapping[str, Any]) -> list[Entry]:
+    """A line of Codex's rollout (0.171): the person's and the model's messages (not the
+    harness's own context), function calls and their outputs."""
+    item = line.get("payload")
+    if not isinstance(item, dict):
+        return []
+    ptype = item.get("type")
+    if ptype == "function_call" and item.get("call_id"):
+        raw = string(item.get("arguments"))
+        try:
+            arguments: Any = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            arguments = raw
+        return [ToolUse(str(item["call_id"]), string(item.get("name")), arguments)]
+    if ptype == "function_call_output" and item.get("call_id"):
+        output = item.get("output")
+        text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+        return [ToolResult(str(item["call_id"]), cut(text, OUTPUT_LIMIT), False)]
+    role = item.get("role")
+    if ptype != "message" or role not in ("user", "assistant") or _from_harness(item):
+        return []
+    uuid = string(item.get("id")) or f"o{line.get('ordinal', '')}"
+    said = "user" if role == "user" else "reply"
+    found: list[Entry] = []
+    for n, block in enumerate(item.get("content") or []):
+        if isinstance(block, dict) and string(block.get("text")).strip():
+            found.append(Said(f"{uuid}.{n}", said, block["text"]))
+    return found
+
+
+def _from_harness(item: Mapping[str, Any]) -> bool:
+    """A message Codex wrote itself (its environment context), not the person."""
+    meta = item.get("internal_chat_message_metadata_passthrough")
+    notes = meta.get("content_item_metadata") if isinstance(meta, dict) else None
+    for note in notes if isinstance(notes, list) else []:
+        source = note.get("provenance") if isinstance(note, dict) else None
+        if isinstance(source, dict) and source.get("type") == "harness":
+            return True
+    content = item.get("content")
+    first = content[0] if isinstance(content, list) and content else None
+    text = string(first.get("text")) if isinstance(first, dict) else ""
+    return text.startswith("<environment_context>")
 
 
 def _output(content: object) -> str:

@@ -23,10 +23,10 @@ def safe_id(prefix: str, raw: str | int) -> str:
     return f"{prefix}-h{hashlib.sha256(text.encode()).hexdigest()[:24]}"
 
 
-def label(text: str) -> str:
-    """``text`` cut to a wire label (one line, ≤ 2000 code points)."""
+def label(text: str, limit: int = MAX_LABEL) -> str:
+    """``text`` cut to a wire label (one line, ≤ ``limit`` code points, 2000 by default)."""
     line = " ".join(text.split())
-    return line if len(line) <= MAX_LABEL else line[: MAX_LABEL - 1] + "…"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def cut(text: str, limit: int) -> str:

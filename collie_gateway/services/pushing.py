@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -30,6 +31,7 @@ from collie_gateway.services.targets import PushTargets, TargetsFactory
 from collie_gateway.store.protocols import NotifyStore, PushesStore
 from collie_gateway.store.values import VAPID_KEY, LogEntry, Owe
 from collie_gateway.strings import Catalogues, canonical
+from collie_gateway.views.chat import SAY_PREFIX
 from push import (
     AskNotification,
     Content,
@@ -38,6 +40,7 @@ from push import (
     Dispatcher,
     Environment,
     ManyAsksNotification,
+    NoticeNotification,
     Notification,
     Outcome,
     PingNotification,
@@ -48,13 +51,14 @@ from push import (
     WebPushKeys,
     Withdrawal,
     check_endpoint,
+    notice_key,
     once_key,
     subscription_keys,
     valid_apns_token,
     vapid,
     webhook_id,
 )
-from wire.messages import Ask
+from wire.messages import Ask, Item
 
 Clock = Callable[[], datetime]
 
@@ -66,6 +70,24 @@ RESOLVED = "the ask was resolved before its push was delivered"
 VAPID_SUBJECT = "mailto:collie@localhost"  # ours: COLLIE_VAPID_SUBJECT names a real contact
 WITHDRAWN = "withdrawn"  # push_log.outcome of a withdrawal a device's service took
 PING_DEADLINE = 30.0  # ours: a test notification's answer is waited for this long
+
+
+class Subject(Protocol):
+    """What a push is logged against: an ask, or a notice (``NoticeRef``)."""
+
+    @property
+    def conversation(self) -> str: ...
+
+    @property
+    def id(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeRef:
+    """A notice's push in the log: its conversation, no ask."""
+
+    conversation: str
+    id: None = None
 
 
 class WebPushKeysIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -466,6 +488,68 @@ class Pushing:
         self._owed.add(key)
         return self._dispatch(key, list(plan.send_to), note, agent, ask)
 
+    # --- notices (wire ``Item.push``) ------------------------------------------------------
+
+    async def notice_pushed(
+        self, agent: str, conversation: str, item: Item, pane: str | None
+    ) -> None:
+        """Decide and send the push an agent asked for with a notice (wire §7.11): once per
+        item id (P3's store), not while a phone shows the chat, within P1's limits, which it
+        shares with the asks of its pane and agent; never raises."""
+        key = notice_key(self.machine, agent, conversation, item.id)
+        try:
+            if key in self._busy or not await self.repo.claim(key):
+                return
+            self._busy.add(key)
+            dispatched = False
+            try:
+                async with self.repo.limiter_turn() as turn:
+                    if turn.state is not None:
+                        self._load_limiter(turn.state)
+                    dispatched = await self._notice(key, agent, conversation, item, pane)
+                    if turn.shared:
+                        turn.keep(self.limiter.to_state(self.clock().timestamp()))
+            finally:
+                if not dispatched:
+                    await self._release(key)
+        except Exception:
+            log.exception("push for a notice of %s failed", agent)
+
+    async def _notice(
+        self, key: str, agent: str, conversation: str, item: Item, pane: str | None
+    ) -> bool:
+        """The notice's push decided (``decide``, as an ask's, without webhooks) and sent;
+        whether it was dispatched."""
+        now, machine = self.clock(), self.machine
+        stored = await self.repo.facts(key)
+        pane_key = f"{machine}/{agent}/{conversation}"
+        facts = Facts(
+            stored.state, stored.reason, stored.pending, stored.devices, machine, agent,
+            pane_key, quiet=stored.state == "done", member=True,
+        )  # fmt: skip
+        showing = stored.state != "done" and self.showing(agent, conversation)
+        plan = decide(facts, self.limiter, showing, now)
+        ref, said = NoticeRef(conversation), f"notice {item.id}"
+        if plan.finish:
+            await self.repo.finish(key)
+            return False
+        if not plan.send_to:
+            if plan.outcome is not None:
+                settle = (key, now.timestamp(), plan.settle) if plan.settle else None
+                await self._log(agent, ref, plan.outcome, f"{said}: {plan.reason}", settle=settle)
+            return False
+        note: Notification
+        if plan.summary is not None:
+            note = ManyAsksNotification(
+                machine=machine, agent=agent, host=plan.summary.host, push_id=key
+            )
+        else:
+            note = _notice_note(key, (machine, agent, conversation), item, pane, self.redact)
+        ids = tuple(d.id for d in plan.send_to)
+        owe = Owe(key, now.timestamp(), ids, self.limiter.to_state(now.timestamp()))
+        await self._log(agent, ref, "dispatched", said, owe=owe)
+        return self._dispatch(key, list(plan.send_to), note, agent, ref)
+
     def _notification(
         self, key: str, plan: Plan, machine: str, agent: str, ask: Ask, pane: str | None
     ) -> Notification:
@@ -490,7 +574,7 @@ class Pushing:
         )
 
     def _dispatch(
-        self, key: str, devices: list[Device], note: Notification, agent: str, ask: Ask
+        self, key: str, devices: list[Device], note: Notification, agent: str, ask: Subject
     ) -> bool:
         """Send in the background; each delivery is logged against its ask, and the ask is
         done once every device has a lasting outcome. Whether anything was scheduled."""
@@ -579,7 +663,7 @@ class Pushing:
         await self._write_log(entry)
 
     async def _delivered(
-        self, delivery: Delivery, agent: str, ask: Ask, registered_at: float | None
+        self, delivery: Delivery, agent: str, ask: Subject, registered_at: float | None
     ) -> None:
         reason = delivery.reason
         if delivery.outcome is Outcome.GONE:
@@ -640,7 +724,7 @@ class Pushing:
             log.exception("webhook for an ask of %s failed", agent)
 
     def _entry(
-        self, agent: str, ask: Ask, device: str | None, outcome: str, reason: str | None
+        self, agent: str, ask: Subject, device: str | None, outcome: str, reason: str | None
     ) -> LogEntry:
         at = self.clock().isoformat()
         return LogEntry(at, agent, ask.conversation, ask.id, device, outcome, reason)
@@ -648,7 +732,7 @@ class Pushing:
     async def _log(
         self,
         agent: str,
-        ask: Ask,
+        ask: Subject,
         outcome: str,
         reason: str | None,
         *,
@@ -680,6 +764,35 @@ class Pushing:
                 "reason": entry.reason,
             },
         )
+
+
+def _notice_note(
+    key: str,
+    where: tuple[str, str, str],
+    item: Item,
+    pane: str | None,
+    redact: Callable[[str], str],
+) -> NoticeNotification:
+    """A notice's push (P2): the agent's title, else the notice's words (a ``say_`` key, worded
+    per device) or text; its line. The texts go raw: the payload cleans, masks and cuts them."""
+    push, words = item.push, item.words
+    assert push is not None
+    said = None
+    if words is not None and words.key.startswith(SAY_PREFIX) and push.title is None:
+        said = (words.key, tuple(words.args.items()))
+    machine, agent, conversation = where
+    return NoticeNotification(
+        machine=machine,
+        agent=agent,
+        conversation=conversation,
+        item=item.id,
+        pane_key="/".join(where),
+        pane=clean(pane or agent, TITLE_LIMIT, redact=redact).text,
+        title=push.title or item.text,
+        line=push.line,
+        words=said,
+        push_id=key,
+    )
 
 
 def _token(body: DeviceIn) -> tuple[str, WebPushKeys | None]:

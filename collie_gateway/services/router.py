@@ -258,3 +258,30 @@ class AnswerSink:
             # ask's claim: send it again now, so it settles ("changed") and frees the claim
             # for a tap on the new version.
             self.spawn(self.answers.resend_pending(mirror.name, event.ask.id), "settle")
+
+
+class NoticeSink:
+    """A notice the agent asked to push (wire ``Item.push``) pushes within P1's limits, once
+    per item id (P3); links and snapshots mean nothing to it (a snapshot holds no items)."""
+
+    def __init__(self, pushing: Pushing, spawn: Spawn) -> None:
+        self.pushing = pushing
+        self.spawn = spawn
+
+    def on_link(self, mirror: AgentMirror) -> None:
+        """Nothing: a link's state pushes no notice."""
+
+    on_snapshot = on_link
+
+    def on_event(
+        self, mirror: AgentMirror, event: AgentEvent, change: Change, now: datetime
+    ) -> None:
+        if not isinstance(event, ItemAppended | ItemUpdated):
+            return
+        item = event.item
+        if item.kind != "notice" or item.push is None or not item.final:
+            return
+        conv = mirror.conversations.get(event.conversation_id)
+        pane = conv.title if conv is not None else None
+        pushed = self.pushing.notice_pushed(mirror.name, event.conversation_id, item, pane)
+        self.spawn(pushed, "push")

@@ -23,6 +23,7 @@ from wire.messages import Conversation, Item, Time
 ECHO_WINDOW = timedelta(seconds=30)  # spec C5: match by text within 30 s
 LINE_LIFETIME = timedelta(minutes=10)  # spec C5: an unechoed line stops showing
 CHAT_TEXT_LIMIT = 200_000  # ours: what one chat item shows at most, then "…"
+SAY_PREFIX = "say_"  # the catalogue keys an agent may name in ``Item.words`` (wire §7.11)
 
 
 # Rendering is pure and can cost a lot for a long item: each final text is rendered once.
@@ -204,7 +205,7 @@ def item_line(
     never show); its final text is masked whole."""
     writing = not item.final
     shown = shown if shown is not None else chat_text(item.text)
-    text = _shown_text(shown, redact, writing=writing)
+    text = worded(item, catalogue, redact) or _shown_text(shown, redact, writing=writing)
     line = ChatLine(
         kind=item.kind,
         id=item.id,
@@ -240,6 +241,23 @@ def item_line(
         case _:
             line.text = text
     return line
+
+
+def worded(
+    item: Item, catalogue: Catalogue, redact: Callable[[str], str] | None = None
+) -> str | None:
+    """A final item's ``words`` in the catalogue's language: its ``say_`` key's text with the
+    arguments cleaned and masked (X1); None when it has none, or the key or an argument is
+    not there (the item's own text shows)."""
+    words = item.words
+    if words is None or not item.final or not words.key.startswith(SAY_PREFIX):
+        return None
+    try:
+        template = catalogue[words.key]
+        args = {k: clean(v, LABEL_LIMIT, redact=redact).text for k, v in words.args.items()}
+        return template.format(**args)
+    except (KeyError, IndexError, ValueError):
+        return None
 
 
 def render_written(shown: ShownText, redact: Callable[[str], str] | None, now: datetime) -> None:

@@ -111,7 +111,7 @@ async def test_real_claude_allowed_on_the_phone(
 ) -> None:
     async with asked(hooks, api) as it:
         title = hooks.bridge.agent._open_asks[it.ask].ask.title
-        assert title == f"Claude Code: allow Bash? {COMMAND}"
+        assert title == f"Claude Code · Bash: {COMMAND}"
         await hooks.answer(it.ask, {"option": "allow"})
         result = await it.result()
         assert (result["content"], result["is_error"]) == ("42", False)

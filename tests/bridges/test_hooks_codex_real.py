@@ -95,7 +95,7 @@ async def asked(hooks: Hooks) -> AsyncIterator[Asked]:
 async def test_real_codex_allowed_on_the_phone(hooks: Hooks) -> None:
     async with asked(hooks) as it:
         title = hooks.bridge.agent._open_asks[it.ask].ask.title
-        assert title == f"Codex: allow Bash? {COMMAND}"
+        assert title == f"Codex · Bash: {COMMAND}"
         await hooks.answer(it.ask, {"option": "allow"})
         assert "42" in await it.output()
 

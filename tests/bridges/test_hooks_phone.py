@@ -31,14 +31,14 @@ async def test_S1_permission_card_allowed_on_the_phone(hooks: Hooks) -> None:
     [(conv, ask)] = await hooks.wait_asks(1)
     handle = hooks.bridge.agent._open_asks[ask]
     assert handle.ask.kind == "permission"
-    assert handle.ask.title == "Claude Code: allow Bash? rm -rf build"
+    assert handle.ask.title == "Claude Code · Bash: rm -rf build"
     assert [(a.name, a.value) for a in handle.ask.arguments] == [
         ("command", "rm -rf build"),
         ("description", "Remove the build folder"),
     ]
     assert handle.ask.reasons == ["Remove the build folder"]
     assert [o.role for o in handle.ask.options] == ["allow", "always", "deny"]
-    assert "Bash(rm -rf build)" in handle.ask.text
+    assert [o.label for o in handle.ask.options] == ["", "Bash(rm -rf build)", ""]
     snapshot, _ = await hooks.bridge.agent.read_conversation(conv)
     assert snapshot is not None
     assert (snapshot.title, snapshot.workspace) == (
@@ -201,9 +201,7 @@ async def test_session_end_closes_the_conversation(hooks: Hooks) -> None:
 
 async def test_notification_says_it_is_waiting(hooks: Hooks) -> None:
     assert await hooks.post(hooks.body("Notification")) == (200, {})
-    said = mapping.WAITING.format(
-        client="Claude Code", folder="shop", message="Claude is waiting for your input"
-    )
+    said = mapping.WAITING.format(client="Claude Code", folder="shop")
     assert said in await hooks.texts(hooks.conv_id(), "notice")
 
 
@@ -211,7 +209,7 @@ async def test_codex_permission_in_its_vocabulary(hooks: Hooks) -> None:
     held = hooks.hold(hooks.body("PermissionRequest", client="codex"), client="codex")
     [(conv, ask)] = await hooks.wait_asks(1)
     assert conv.startswith("codex-")
-    assert hooks.bridge.agent._open_asks[ask].ask.title.startswith("Codex: allow Bash?")
+    assert hooks.bridge.agent._open_asks[ask].ask.title.startswith("Codex · Bash:")
     await hooks.answer(ask, {"option": "allow"})
     assert await asyncio.wait_for(held, 10) == (200, decision({"behavior": "allow"}))
 

@@ -62,7 +62,8 @@ def test_a_setmode_suggestion_is_said_on_the_card() -> None:
     body: dict[str, Any] = dict(hook("PermissionRequest").body)
     body["permission_suggestions"] = [{"type": "setMode", "mode": "acceptEdits"}]
     draft = mapping.permission_draft(mapping.parse("claude-code", json.dumps(body).encode()))
-    assert "mode acceptEdits" in draft.text
+    [always] = [o for o in draft.options if o.role == "always"]
+    assert always.label == "mode acceptEdits"
 
 
 def test_transcript_lines_partial_and_broken() -> None:

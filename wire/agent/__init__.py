@@ -23,12 +23,14 @@ from wire.messages import (
     Argument,
     Button,
     FormField,
+    NoticePush,
     Option,
     Progress,
     SendMessage,
     Starter,
     Step,
     ToolRef,
+    Words,
 )
 
 if TYPE_CHECKING:
@@ -72,6 +74,7 @@ __all__ = [
     "FormField",
     "ItemHandle",
     "MessageHandler",
+    "NoticePush",
     "Option",
     "Progress",
     "ReplyHandler",
@@ -81,6 +84,7 @@ __all__ = [
     "Starter",
     "Step",
     "ToolRef",
+    "Words",
 ]
 
 

@@ -38,10 +38,12 @@ from wire.messages import (
     Conversation,
     FormField,
     Item,
+    NoticePush,
     Option,
     Progress,
     SendMessage,
     ToolRef,
+    Words,
 )
 
 S = TypeVar("S")
@@ -181,9 +183,12 @@ class ConversationHandle:
         name: str | None = None,
         status: str | None = None,
         output: str | None = None,
+        words: Words | None = None,
+        push: NoticePush | None = None,
     ) -> ItemHandle:
         """Append an item (``item.appended``). ``final=False`` starts one that grows by
-        :meth:`ItemHandle.delta` until :meth:`ItemHandle.finish`.
+        :meth:`ItemHandle.delta` until :meth:`ItemHandle.finish`. ``words``: its text as a
+        key of the gateway's catalogue; ``push`` (a ``notice``): the gateway pushes it.
 
         Raises:
             LocalWireError: the conversation is closed, the id is taken, or a limit is broken.
@@ -208,6 +213,8 @@ class ConversationHandle:
                     name=name,
                     status=status,
                     output=output,
+                    words=words,
+                    push=push,
                 )
             )
             return ItemHandle(self, keeper.add_item(tx, self, item))
