@@ -8,7 +8,7 @@ import asyncio
 import copy
 import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,13 +143,20 @@ async def start_bridge(base: Rig, **bridge_args: Any) -> HooksBridge:
 
 
 @asynccontextmanager
-async def running(aiohttp_client: ClientFactory, **bridge_args: Any) -> AsyncIterator[Hooks]:
-    """The rig in a fresh short folder, torn down after."""
+async def running(
+    aiohttp_client: ClientFactory,
+    gateway: Callable[[Rig], dict[str, Any]] | None = None,
+    **bridge_args: Any,
+) -> AsyncIterator[Hooks]:
+    """The rig in a fresh short folder, torn down after; ``gateway``: the gateway's settings
+    for the rig (its push targets)."""
     with short_dir() as tmp:
         (tmp / "shop").mkdir()
         base = Rig(tmp=tmp, make_client=aiohttp_client)
         bridge = await start_bridge(base, **bridge_args)
-        client, gw = await base.gateway([Source(name=AGENT, socket=tmp / "hooks.sock")])
+        settings = gateway(base) if gateway is not None else {}
+        source = Source(name=AGENT, socket=tmp / "hooks.sock")
+        client, gw = await base.gateway([source], **settings)
         await eventually(lambda: gw.mirrors[AGENT].state is LinkState.READY)
         http = aiohttp.ClientSession()
         found = Hooks(base, bridge, client, gw, http)
