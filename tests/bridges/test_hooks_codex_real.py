@@ -42,6 +42,7 @@ class Asked:
     """Codex in its terminal, waiting on the card its question raised."""
 
     term: Terminal
+    conv: str
     ask: str
     fake: FakeOpenAI
 
@@ -86,10 +87,10 @@ async def asked(hooks: Hooks) -> AsyncIterator[Asked]:
             await asyncio.sleep(0.5)
             await term.type("\r")
             try:
-                [(_, ask)] = await hooks.wait_asks(1, within=90)
+                [(conv, ask)] = await hooks.wait_asks(1, within=90)
             except AssertionError:
                 raise AssertionError(term.text()[-3000:]) from None
-            yield Asked(term, ask, fake)
+            yield Asked(term, conv, ask, fake)
 
 
 async def test_real_codex_allowed_on_the_phone(hooks: Hooks) -> None:
@@ -98,6 +99,14 @@ async def test_real_codex_allowed_on_the_phone(hooks: Hooks) -> None:
         assert title == f"Codex · Bash: {COMMAND}"
         await hooks.answer(it.ask, {"option": "allow"})
         assert "42" in await it.output()
+        # Its rollout (the hooks' transcript_path) read as the session's items.
+        await hooks.wait_text(it.conv, "user", "add two numbers", 30)
+
+        async def ran() -> bool:
+            tools = [i for i in await hooks.items(it.conv) if i["kind"] == "tool"]
+            return any("42" in (t.get("output") or "") for t in tools)
+
+        await eventually(ran, 30)
 
 
 async def test_real_codex_denied_on_the_phone(hooks: Hooks) -> None:
