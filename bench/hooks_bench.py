@@ -9,7 +9,8 @@ run.
 
 Both sides are answered the same way, at once (the first option: Allow): a wire client on the
 agent's Unix socket reads ``GET /events`` and replies to each ``ask.raised``. Printed: p50 and
-p99 each way, what the bridge adds, and the bridge's CPU per round trip.
+p99 each way, what the bridge adds, and each process's CPU per round trip (its own, read from
+``/proc``: the bridge's against ``CPU_TARGET_MS``, beside the SDK agent's for the same ask).
 
 Run: ``python bench/hooks_bench.py [--asks 200]``.
 """
@@ -25,12 +26,13 @@ from typing import Any
 
 import aiohttp
 
-from bench._common import bench_main, cpu_seconds, heading, pct, ratio, row, short_dir
+from bench._common import bench_main, cpu_seconds, heading, pct, ratio, row, short_dir, verdict
 from bench.mcp_bench import REPO, _answering, _free_port, sdk
 from bridges.hooks import keys
 
 Json = dict[str, Any]
 SECRET = "bench-secret"
+CPU_TARGET_MS = 2.0  # a bridge's own CPU per ask's round trip (the SDK agent's budget)
 
 
 def _body(n: int, tmp: Path) -> Json:
@@ -83,7 +85,11 @@ def report(results: Json, args: argparse.Namespace) -> None:
         sq, bq = pct(s["trips"], q) * 1000, pct(b["trips"], q) * 1000
         row(f"p{q} SDK agent / hooks bridge", f"{sq:.2f} ms / {bq:.2f} ms ({ratio(bq, sq)})")
         row(f"p{q} added by the bridge", f"{bq - sq:.2f} ms")
-    row("bridge CPU per round trip", f"{b['cpu_per_ask'] * 1000:.2f} ms")
+    bc, sc = b["cpu_per_ask"] * 1000, s["cpu_per_ask"] * 1000
+    row("CPU per round trip, SDK agent", f"{sc:.2f} ms")
+    met = verdict(bc <= CPU_TARGET_MS)
+    row("CPU per round trip, hooks bridge", f"{bc:.2f} ms ({ratio(bc, sc)}): {met}")
+    row("target", f"the bridge's own CPU ≤ {CPU_TARGET_MS:.0f} ms per round trip")
 
 
 def main() -> None:

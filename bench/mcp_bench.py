@@ -121,11 +121,13 @@ async def sdk(asks: int) -> Json:
             async with http.post("http://agent/conversations", json=body) as resp:
                 conv = (await resp.json())["conversation_id"]
             body = {"request_id": "go", "text": f"bench {asks}"}
+            cpu0 = cpu_seconds(proc.pid)
             async with http.post(f"http://agent/conversations/{conv}/messages", json=body):
                 pass
             assert proc.stdout is not None
             line = await asyncio.wait_for(proc.stdout.readline(), 120.0)
-        return {"trips": json.loads(line)}
+            cpu = cpu_seconds(proc.pid) - cpu0
+        return {"trips": json.loads(line), "cpu_per_ask": cpu / max(asks, 1)}
 
 
 def sdk_agent(sock: Path) -> None:

@@ -441,6 +441,12 @@ class HooksBridge(AgentBridge):
         """Append what the transcript gained since the last read."""
         if not session.transcript:
             return
+        try:  # one stat on the loop: a transcript that has not grown costs no thread
+            stat = os.stat(session.transcript)
+        except OSError:
+            return
+        if stat.st_ino == session.inode and stat.st_size == session.lines.offset:
+            return
         async with session.reading:
             grown = await asyncio.to_thread(
                 _grown, Path(session.transcript), session.lines.offset, session.inode

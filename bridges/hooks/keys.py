@@ -4,6 +4,7 @@ client's own hook settings; the bridge keeps only their SHA-256, in a 0600 JSON 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -41,9 +42,20 @@ def load(path: Path) -> dict[str, str]:
 
 
 def check(path: Path, client: str, secret: str) -> bool:
-    """Whether ``secret`` is ``client``'s credential."""
-    kept = load(path).get(client)
+    """Whether ``secret`` is ``client``'s credential (the file read again only when it
+    changed: an install while the bridge runs holds at its next hook)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return False
+    kept = _loaded(path, stat.st_mtime_ns, stat.st_size, stat.st_ino).get(client)
     return kept is not None and hmac.compare_digest(kept, digest(secret))
+
+
+@functools.lru_cache(maxsize=4)
+def _loaded(path: Path, mtime_ns: int, size: int, inode: int) -> dict[str, str]:
+    """:func:`load`, once per version of the file."""
+    return load(path)
 
 
 def remember(path: Path, client: str, secret: str | None) -> None:
