@@ -228,9 +228,7 @@ class HooksBridge(AgentBridge):
         await self._requeue(conv.id, lambda kept: [*kept, msg.text])
         await _say(conv, mapping.QUEUED, client=_client_of(conv))
 
-    async def _requeue(
-        self, conv_id: str, change: Callable[[list[str]], list[str]]
-    ) -> list[str]:
+    async def _requeue(self, conv_id: str, change: Callable[[list[str]], list[str]]) -> list[str]:
         """Change the conversation's queued messages, on disk before it returns; what was
         queued before."""
         state = self._state
