@@ -160,6 +160,9 @@ class Planter:
             return self.build(t.cls, path)
         if isinstance(t, mi.ListType):
             return [self.fill(t.item_type, f"{path}[{n}]", owner) for n in range(2)]
+        if isinstance(t, mi.DictType):
+            key = self.fill(t.key_type, path + "{key}", owner)
+            return {key: self.fill(t.value_type, path + "{value}", owner)}
         if isinstance(t, mi.UnionType):
             members = [m for m in t.types if not isinstance(m, mi.NoneType)]
             if len(members) == 1:
@@ -213,6 +216,9 @@ def _leaves(t: mi.Type) -> Iterator[mi.Type]:
         yield t
     elif isinstance(t, mi.ListType):
         yield from _leaves(t.item_type)
+    elif isinstance(t, mi.DictType):
+        yield from _leaves(t.key_type)
+        yield from _leaves(t.value_type)
     elif isinstance(t, mi.UnionType):
         for m in t.types:
             yield from _leaves(m)
@@ -723,6 +729,8 @@ def test_X1_the_planter_fills_every_text_of_the_wire_types() -> None:
         "form.fields[].options[].label",
         "item:tool.output",
         "item:link.label",
+        "item:user.words.args{value}",
+        "item:user.push.line",
         "conversation.progress.steps[].label",
         "conversation.buttons[].label",
         "conversation.workspace",
@@ -881,10 +889,19 @@ async def test_X1_each_surface_shows_the_texts_masked(scene: Scene) -> None:
     ]
     for alert in [a["aps"]["alert"] for sent in alerts for a in sent if "alert" in a["aps"]]:
         assert (alert["title"][-len(mask) :], alert["body"]) == (mask, mask), alert
+    fcm = [m for m in json.loads(scene.surfaces["FCM"]) if "notification" in m]
+    webpush = json.loads(scene.surfaces["Web Push (decrypted)"])
+    relayed = json.loads(scene.surfaces["relay (decrypted)"])
+    # A notice the agent asked to push (Item.push): its title and line, masked.
+    notices = [m["notification"] for m in fcm if m["data"].get("type") == "notice"]
+    notices += [m for m in (*webpush, *relayed) if m["type"] == "notice"]
+    assert notices
+    for push in notices:
+        assert (push["title"], push["body"]) == (mask, mask), push
     for push in (
-        *[m["notification"] for m in json.loads(scene.surfaces["FCM"]) if "notification" in m],
-        *[m for m in json.loads(scene.surfaces["Web Push (decrypted)"]) if m["type"] == "ask"],
-        *[m for m in json.loads(scene.surfaces["relay (decrypted)"]) if m["type"] == "ask"],
+        *[m["notification"] for m in fcm if m["data"].get("type") == "ask"],
+        *[m for m in webpush if m["type"] == "ask"],
+        *[m for m in relayed if m["type"] == "ask"],
     ):
         assert (push["title"][-len(mask) :], push["body"]) == (mask, f"{mask}\n{mask}"), push
     hooks = [json.loads(line) for line in scene.surfaces["webhook"].splitlines()]
