@@ -124,12 +124,24 @@ async def test_P1_P3_X1_a_raw_agents_notice_pushes_once_within_the_limits(
             return any(e["outcome"] == "rate_limited" for e in await log_of(client))
 
         await eventually(held)
-        entries = [(e["outcome"], e["reason"]) for e in await log_of(client) if not e["device"]]
+        # The notices filled the pane's minute: an ask raised in it now is held too.
+        allow = {"id": "y", "label": "", "role": "allow"}
+        ask = {"id": "a1", "conversation": "c1", "kind": "permission", "options": [allow]}
+        await agent.give({"type": "ask.raised", "ask": ask})
+
+        async def ask_held() -> bool:
+            return any(e["ask"] == "a1" for e in await log_of(client))
+
+        await eventually(ask_held)
+        entries = [
+            (e["ask"], e["outcome"], e["reason"]) for e in await log_of(client) if not e["device"]
+        ]
         assert entries == [
-            ("dispatched", "notice n1"),
-            ("dispatched", "notice n2"),
-            ("dispatched", "notice n3"),
-            ("rate_limited", "notice n4: pane_minute"),
+            (None, "dispatched", "notice n1"),
+            (None, "dispatched", "notice n2"),
+            (None, "dispatched", "notice n3"),
+            (None, "rate_limited", "notice n4: pane_minute"),
+            ("a1", "rate_limited", "pane_minute"),
         ]
         assert [alert(r)["title"] for r in svc.apns.requests] == [
             "Build finished", "Notice n2", "Notice n3",
