@@ -7,7 +7,10 @@ Each hook ``session_id`` is one conversation, opened on its first hook and close
 card and is held until the person answers; the same question asked again while it waits is
 the same card. When the desk answers first (the tool's ``PostToolUse`` or its result in the
 transcript, the next prompt, ``Stop``, ``SessionEnd``, or the held request dropped) the card
-ends ``decided`` and the held request is answered with no decision.
+ends ``decided`` and the held request is answered with no decision. "Waiting" (``Notification``)
+and "finished" (``Stop``) are notices the gateway pushes (``Item.push``); a message typed on
+the phone waits in the state file for the session's next ``Stop``. What the bridge says is
+worded by the gateway in the phone's language (``Item.words``).
 """
 
 from __future__ import annotations
@@ -204,11 +207,9 @@ class HooksBridge(AgentBridge):
     async def _recover(self) -> None:
         """Held requests do not outlive the process: the cards a previous run left open
         (in the SDK's ``asks`` table, read only) end ``decided``, with a notice."""
-        state = await asyncio.to_thread(State, self.state_path, SDK_ASKS)
-        try:
-            rows = await state.off_loop(state.find, SDK_ASKS)
-        finally:
-            state.close()
+        state = self._state
+        assert state is not None
+        rows = await state.off_loop(state.find, SDK_ASKS)
         for row in rows:
             if row.resolution is not None:
                 continue
