@@ -17,6 +17,7 @@ from push import (
     Content,
     Device,
     ManyAsksNotification,
+    NoticeNotification,
     PayloadTooLarge,
     Provider,
     apns_request,
@@ -49,7 +50,7 @@ def note(**changes: object) -> AskNotification:
 
 
 def apns_json(
-    device: Device, n: AskNotification | ManyAsksNotification, content: Content
+    device: Device, n: AskNotification | ManyAsksNotification | NoticeNotification, content: Content
 ) -> dict[str, object]:
     body = apns_request(device, n, topic="t", content=content, now=T0).body
     obj = json.loads(body)
@@ -58,7 +59,7 @@ def apns_json(
 
 
 def alert(
-    device: Device, n: AskNotification | ManyAsksNotification, content: Content
+    device: Device, n: AskNotification | ManyAsksNotification | NoticeNotification, content: Content
 ) -> dict[str, str]:
     aps = apns_json(device, n, content)["aps"]
     assert isinstance(aps, dict)
@@ -298,3 +299,41 @@ def test_envelope_vectors(vector: dict[str, object]) -> None:
 def test_a_device_key_has_32_bytes() -> None:
     with pytest.raises(ValueError, match="32"):
         Device(id="d", provider=Provider.APNS, token="ab", registered_at=T0, key=b"short")
+
+
+def notice(**changes: object) -> NoticeNotification:
+    fields: dict[str, object] = {
+        "machine": "m1",
+        "agent": "claude-code",
+        "conversation": "c1",
+        "item": "n1",
+        "pane_key": "m1/claude-code/c1",
+        "pane": "Claude Code · shop",
+        "title": "Claude Code finished in shop",
+        "line": "All tests pass",
+        "words": ("say_hooks_finished", (("client", "Claude Code"), ("folder", "shop sk-F0LD"))),
+    }
+    fields.update(changes)
+    return NoticeNotification(**fields)  # type: ignore[arg-type]
+
+
+def test_P2_X1_a_notice_is_worded_per_device_masked_also_in_its_envelope() -> None:
+    content = Content(strings=Catalogue(), redact=mask, languages={"it": Catalogue(lang="it")})
+    italian = Device(id="d", provider=Provider.APNS, token="a1" * 32, registered_at=T0, lang="it")
+    got = alert(italian, notice(line="token sk-ABC " + "y" * 200), content)
+    assert got == {"title": "Claude Code ha finito in shop [secret]", "body": got["body"]}
+    assert got["body"].startswith("token [secret] ")
+    assert len(got["body"]) == 120
+    assert alert(apns_device(), notice(words=None), content)["title"] == (
+        "Claude Code finished in shop"
+    )
+    unknown = notice(words=("say_nothing_here", ()), title="Done")
+    assert alert(apns_device(), unknown, content)["title"] == "Done"
+    device = apns_device("d", key=b"\x03" * 32)
+    collie = apns_json(device, notice(), content)["collie"]
+    assert isinstance(collie, dict)
+    inner = json.loads(open_envelope(b"\x03" * 32, "d", collie["e"]))
+    assert (inner["type"], inner["item"], inner["headline"], inner["line"]) == (
+        "notice", "n1", "Claude Code finished in shop [secret]", "All tests pass",
+    )  # fmt: skip
+    assert collapse_id(notice()) != collapse_id(note(pane_key="m1/claude-code/c1"))
