@@ -97,7 +97,9 @@ async def one_side(
 ) -> tuple[list[Block], Probe, dict[str, int]]:
     """A fresh gateway of ``tree`` following agent ``tag`` alone; every block measured."""
     sources = write_sources(tmp, {tag: where[tag]}, f"sources-{tag}.json")
-    extra = ["--profile", str(args.profile / f"{tag}.prof")] if args.profile else []
+    extra = []
+    if args.profile:  # on the loop thread's CPU clock
+        extra = ["--profile", str(args.profile / f"{tag}.prof"), "--profile-clock", "cpu"]
     counting = args.count and tree is None  # a baseline's helper may not count
     if counting:
         extra.append("--count")
