@@ -148,7 +148,7 @@ def _install_counters() -> dict[str, int]:
         for attr, value in list(vars(module).items()):
             if isinstance(value, msgspec.json.Encoder):
                 setattr(module, attr, _Counted(value, counts))
-            elif value is original_masked and module is not texts:
+            elif value is original_masked:  # texts' own too: MaskedAsks calls it there
                 setattr(module, attr, masked)
     mask = redact.Redactor.mask
 

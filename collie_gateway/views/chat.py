@@ -317,10 +317,14 @@ def _lines(items: list[Item], placed: _Placed, cat: Catalogue, line_of: LineOf) 
     first_mine = placed.mine_after.get(None, [])
     if not items:
         lines.extend(my_line(m, cat) for m in first_mine)
-    for item in items:
-        lines.append(line_of(item, None))
-        lines.extend(_note_lines(placed.notes_after.get(item.id, []), cat))
-        lines.extend(my_line(m, cat) for m in placed.mine_after.get(item.id, []))
+    notes_after, mine_after = placed.notes_after, placed.mine_after
+    if all(key is None for key in (*notes_after, *mine_after)):
+        lines.extend([line_of(item, None) for item in items])  # nothing between the items
+    else:
+        for item in items:
+            lines.append(line_of(item, None))
+            lines.extend(_note_lines(notes_after.get(item.id, []), cat))
+            lines.extend(my_line(m, cat) for m in mine_after.get(item.id, []))
     for rest in placed.strays:
         lines.extend(_note_lines(rest, cat))
     if items:
