@@ -177,7 +177,7 @@ class Pushing:
         self.clock = config.clock
         self.machine = config.machine
         self.redact = redact
-        self.masked = masked or MaskedAsks(redact)  # each ask masked once (X1)
+        self.masked = masked if masked is not None else MaskedAsks(redact)  # once (X1)
         self.targets = targets
         self.limiter = PushLimiter()
         self.presence: dict[str, Presence] = {}
