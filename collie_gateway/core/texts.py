@@ -66,7 +66,9 @@ class MaskedAsks:
         """The ask is resolved: its copy goes."""
         self._kept.pop((ask.conversation, ask.id, ask.version), None)
 
-    def __len__(self) -> int:
+    @property
+    def kept(self) -> int:
+        """How many asks' copies are kept (not ``__len__``: an empty one is still given)."""
         return len(self._kept)
 
 

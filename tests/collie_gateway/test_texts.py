@@ -77,10 +77,10 @@ def test_X1_an_ask_is_masked_once_per_version_for_every_surface() -> None:
     other = msgspec.structs.replace(_ask(), title="Another agent's ask, the same ids")
     assert shared(other).title == other.title  # another content under the same key
     shared.forget(other)
-    assert len(shared) == 1
+    assert shared.kept == 1
     shared(msgspec.structs.replace(_ask(), id="a2"))
     shared(msgspec.structs.replace(_ask(), id="a3"))
-    assert len(shared) == 2  # the newest only
+    assert shared.kept == 2  # the newest only
 
 
 def test_X1_verbatim_strings_are_sent_as_the_agent_gave_them() -> None:
