@@ -546,8 +546,8 @@ class Chats:
                 self._refresh_closed_soon(agent)
             case ConversationUpdated(conversation=conv) if conv.state == "closed":
                 self._refresh_closed_soon(agent)
-            case AskResolved():
-                pass
+            case AskResolved(ask_id=ask_id):
+                self.cards.resolved(agent, cid, ask_id)
             case _:
                 pass
         if state is not None:
