@@ -318,13 +318,12 @@ def _lines(items: list[Item], placed: _Placed, cat: Catalogue, line_of: LineOf) 
     if not items:
         lines.extend(my_line(m, cat) for m in first_mine)
     notes_after, mine_after = placed.notes_after, placed.mine_after
-    if all(key is None for key in (*notes_after, *mine_after)):
-        lines.extend([line_of(item, None) for item in items])  # nothing between the items
-    else:
-        for item in items:
-            lines.append(line_of(item, None))
-            lines.extend(_note_lines(notes_after.get(item.id, []), cat))
-            lines.extend(my_line(m, cat) for m in mine_after.get(item.id, []))
+    for item in items:  # a long chat has few notes and lines between its items
+        lines.append(line_of(item, None))
+        if notes := notes_after.get(item.id):
+            lines.extend(_note_lines(notes, cat))
+        if mine := mine_after.get(item.id):
+            lines.extend(my_line(m, cat) for m in mine)
     for rest in placed.strays:
         lines.extend(_note_lines(rest, cat))
     if items:
