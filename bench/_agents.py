@@ -9,7 +9,8 @@ Run by the benches: ``python bench/_agents.py SPEC.json``. The spec::
      "max_seconds": 240}
 
 First line out: ``{"ready": {name: {"url": ..., "socket": ...}}, "seconds": s}``. Commands, one
-JSON object a line: ``ask``, ``stream``, ``pause``, ``resume``, ``last_event``, ``quit``.
+JSON object a line: ``ask``, ``permission``, ``stream``, ``pause``, ``resume``, ``last_event``,
+``quit``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from bench._common import HELPER_MAX_SECONDS, Json, say, seed_agent_db, serve_commands
 from wire.agent import Agent, AgentRunner, ConversationHandle, Option
+from wire.messages import Argument, ToolRef
 
 CHAT_ID = "c-bench"
 
@@ -35,6 +37,7 @@ class Host:
         self.agents: dict[str, Agent] = {}
         self.runners: dict[str, list[AgentRunner]] = {}
         self.chats: dict[str, ConversationHandle] = {}
+        self.calls = 0  # tool calls asked about so far (``permission``)
 
     def seed(self) -> None:
         """Write the seeded conversations (before the agents open their files)."""
@@ -94,6 +97,37 @@ class Host:
             text="Two branches are ready.",
             options=[Option(id="main", label="main"), Option(id="next", label="next")],
         )
+        return {"ask": handle.id, "version": handle.version, "conversation": conv.id}
+
+    async def permission(self, command: Json) -> Json:
+        """A tool call the agent wants to run: its tool item (running), then a permission
+        ask about it; once answered, the item says the call ran (done, with output)."""
+        name = command["agent"]
+        conv = self.chats[name]
+        self.calls += 1
+        call = f"call-{self.calls:05d}"
+        line = f"pytest tests/test_module_{self.calls}.py -q"
+        item = await conv.append(
+            kind="tool", text=line, name="Bash", call_id=call, status="running"
+        )
+        handle = await conv.ask(
+            kind="permission",
+            title="Run a command?",
+            text=line,
+            tool=ToolRef(call_id=call, name="Bash"),
+            options=[
+                Option(id="allow", label="Allow", role="allow"),
+                Option(id="deny", label="Deny", role="deny"),
+            ],
+            arguments=[Argument(name="command", value=line, origin="model")],
+        )
+
+        async def ran() -> None:
+            resolution = await handle.wait()
+            done = resolution.how == "answered"
+            await item.update(status="done" if done else "failed", output="12 passed in 0.4s")
+
+        self.agents[name].spawn(ran())
         return {"ask": handle.id, "version": handle.version, "conversation": conv.id}
 
     async def stream(self, command: Json) -> Json:
@@ -207,6 +241,7 @@ async def main(spec: Any) -> None:
         await serve_commands(
             {
                 "ask": host.ask,
+                "permission": host.permission,
                 "stream": host.stream,
                 "pause": host.pause,
                 "resume": host.resume,

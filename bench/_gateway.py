@@ -8,7 +8,8 @@ Run by the benches: ``python bench/_gateway.py --sources S.json --db G.db [--tra
      "rss_settled_kib": ..., "traced_bytes": ..., "traced_top": [...]}
 
 Commands: ``dashboard_compute`` (the dashboard built and encoded in-process, no HTTP),
-``counts`` (open conversations mirrored), ``profile_start``/``profile_stop``, ``quit``.
+``counts`` (open conversations mirrored), ``profile_start``/``profile_stop``, ``quit``; with
+``--count``, ``count_start``/``count_take`` (SQL statements, msgspec encodes, mask walks).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 import cProfile
 import gc
 import logging
+import re
 import socket
 import sys
 import time
@@ -34,6 +36,7 @@ from collie_gateway.serving import GATEWAY, gateway_app
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
 
+_LITERAL = re.compile(r"'[^']*'|x'[0-9a-fA-F]*'|\b\d+(?:\.\d+)?\b")
 # Backoff short enough that a paused agent is back within ~0.2 s (chat_bench's replay).
 FAST = LinkTiming(backoff_first=0.05, backoff_cap=0.2)
 
@@ -104,6 +107,76 @@ def _instrument_answers() -> dict[str, list[float]]:
     return spans
 
 
+class _Counted:
+    """A msgspec encoder that counts its encodes (``--count``)."""
+
+    def __init__(self, inner: msgspec.json.Encoder, counts: dict[str, int]) -> None:
+        self.inner = inner
+        self.counts = counts
+
+    def encode(self, obj: object) -> bytes:
+        self.counts["encodes"] += 1
+        return self.inner.encode(obj)
+
+
+def _install_counters() -> dict[str, int]:
+    """Count the gateway's msgspec encodes and its mask walks (``texts.masked``, X1) and
+    the texts handed to the redactor (``--count``): module attributes are swapped in this
+    process only, before the gateway is built. SQL statements are counted once it is
+    (:func:`_count_sql`)."""
+    from collections.abc import Callable
+    from typing import Any
+
+    from collie_gateway.core import redact, texts
+
+    counts = {"sql": 0, "encodes": 0, "mask walks": 0, "masks": 0}
+    original_masked = texts.masked
+    plain_encode = msgspec.json.encode
+
+    def masked(value: Any, mask: Callable[[str], str]) -> Any:
+        counts["mask walks"] += 1
+        return original_masked(value, mask)
+
+    def encode(obj: Any, **kw: Any) -> bytes:
+        counts["encodes"] += 1
+        return plain_encode(obj, **kw)
+
+    msgspec.json.encode = encode
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(("collie_gateway", "wire", "push")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, msgspec.json.Encoder):
+                setattr(module, attr, _Counted(value, counts))
+            elif value is original_masked:  # texts' own too: MaskedAsks calls it there
+                setattr(module, attr, masked)
+    mask = redact.Redactor.mask
+
+    def counted_mask(self: Any, text: str) -> str:
+        counts["masks"] += 1
+        return mask(self, text)
+
+    redact.Redactor.mask = counted_mask  # type: ignore[method-assign]
+    return counts
+
+
+async def _count_sql(gw: Gateway, counts: dict[str, int], texts: dict[str, int]) -> None:
+    """Count the SQL statements of both SQLite connections (and each statement's text)."""
+    from collie_gateway.store.database import Database
+
+    db = getattr(gw.stores.ledger, "db", None)
+    if not isinstance(db, Database):
+        return
+
+    def traced(sql: str) -> None:
+        counts["sql"] += 1
+        key = _LITERAL.sub("?", " ".join(sql.split()))[:72]
+        texts[key] = texts.get(key, 0) + 1
+
+    db.conn.set_trace_callback(traced)
+    await db.db.set_trace_callback(traced)
+
+
 def _traced_top(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot) -> list[Json]:
     stats = after.compare_to(before, "filename")
     return [
@@ -135,6 +208,8 @@ def _commands(
     gw: Gateway,
     spans: dict[str, list[float]],
     profiler: cProfile.Profile | None,
+    counted: dict[str, int] | None = None,
+    sql_texts: dict[str, int] | None = None,
 ) -> dict[str, Handler]:
     """The commands the bench process may send once the gateway is Ready."""
     encoder = msgspec.json.Encoder()
@@ -182,7 +257,20 @@ def _commands(
         profiler.clear()
         return {"profile": out}
 
+    async def count_start(command: Json) -> Json:
+        for key in counted or {}:
+            counted[key] = 0  # type: ignore[index]
+        if sql_texts is not None:
+            sql_texts.clear()
+        return {"counting": counted is not None}
+
+    async def count_take(command: Json) -> Json:
+        top = sorted((sql_texts or {}).items(), key=lambda kv: -kv[1])[:16]
+        return {**(counted or {}), "top_sql": top}
+
     return {
+        "count_start": count_start,
+        "count_take": count_take,
         "dashboard_compute": dashboard_compute,
         "counts": counts,
         "answer_spans": answer_spans,
@@ -203,7 +291,12 @@ async def main(args: argparse.Namespace) -> None:
         timing=FAST if args.fast else LinkTiming(),
     )
     spans = _instrument_answers() if args.trace_answers else {}
-    profiler = cProfile.Profile() if args.profile else None
+    # The CPU clock of the loop's thread: on a loaded machine wall time blames whatever ran
+    # when the process was descheduled.
+    clock = time.thread_time if args.profile_clock == "cpu" else time.perf_counter
+    profiler = cProfile.Profile(clock) if args.profile else None
+    counted = _install_counters() if args.count else None
+    sql_texts: dict[str, int] = {}
     gc.collect()
     rss_before = rss_kib()
     snap_before = None
@@ -224,6 +317,8 @@ async def main(args: argparse.Namespace) -> None:
         await runner.cleanup()
         return
     ready_s = time.perf_counter() - started
+    if counted is not None:
+        await _count_sql(gw, counted, sql_texts)
     rss_ready = rss_kib()
     await asyncio.sleep(args.settle)  # streams open, the first flush written
     rss_settled = rss_kib()
@@ -238,7 +333,7 @@ async def main(args: argparse.Namespace) -> None:
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(str(args.profile) + ".ready")
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(clock)
     say(
         {
             "port": port,
@@ -253,7 +348,9 @@ async def main(args: argparse.Namespace) -> None:
         }
     )
     try:
-        await serve_commands(_commands(args, gw, spans, profiler), args.max_seconds)
+        await serve_commands(
+            _commands(args, gw, spans, profiler, counted, sql_texts), args.max_seconds
+        )
     finally:
         await runner.cleanup()
 
@@ -266,6 +363,8 @@ if __name__ == "__main__":
     p.add_argument("--profile", type=Path)
     p.add_argument("--fast", action="store_true", help="short link backoff")
     p.add_argument("--trace-answers", action="store_true", help="time the answer path's parts")
+    p.add_argument("--count", action="store_true", help="count SQL, encodes and masks")
+    p.add_argument("--profile-clock", choices=("wall", "cpu"), default="wall")
     p.add_argument("--settle", type=float, default=1.0)
     p.add_argument("--ready-timeout", type=float, default=90.0)
     p.add_argument("--max-seconds", type=float, default=HELPER_MAX_SECONDS)

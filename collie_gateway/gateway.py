@@ -7,6 +7,7 @@ import asyncio
 import functools
 
 from collie_gateway.core.redact import Redactor
+from collie_gateway.core.texts import MaskedAsks
 from collie_gateway.services.agents import Agents
 from collie_gateway.services.answered import tell_answered
 from collie_gateway.services.answering import Answering
@@ -48,6 +49,7 @@ class Gateway:
         self.workers: Workers | None = None  # several workers on PostgreSQL
         self.redactor = Redactor(enabled=settings.redact)
         self.redact = functools.lru_cache(maxsize=REDACT_CACHE)(self.redactor.mask)
+        self.masked_asks = MaskedAsks(self.redact)  # one masked copy per ask version (X1)
         self.mirrors_repo = stores.mirrors
         self.crew_repo = stores.crew
         self.supervisor = Supervisor(
@@ -96,7 +98,9 @@ class Gateway:
         content = Content(strings=s.catalogue, redact=redact, default_ttl=ttl, languages=languages)
         push = PushConfig(s.machine, s.apns_environment, s.clock, s.languages)
         pushes, notify = self.stores.pushes, self.stores.notify
-        self.pushing = await Pushing.open(pushes, notify, publish, push, content, s.push_targets)
+        self.pushing = await Pushing.open(
+            pushes, notify, publish, push, content, s.push_targets, self.masked_asks
+        )
         workers = self.workers  # with several, one worker tells the phones of the crew
         holds = functools.partial(workers.holds, CREW_DUTY) if workers else lambda: True
         duty = Duty(publish, self.pushing, self.crew_repo, spawn, holds)
@@ -119,7 +123,7 @@ class Gateway:
         spawn, publish = self.tasks.spawn, self.bus.publish
         mirror, rows = MirrorSink(self.mirrors_repo), RowSink(self.rows, publish)
         receipts = ReceiptSink(self.chats, self.ledger.tapped, self.redact, spawn)
-        asks = AskSink(self.pushing, publish, spawn, self.redact)
+        asks = AskSink(self.pushing, publish, spawn, self.masked_asks)
         answers = AnswerSink(self.answers, self.ledger, spawn)
         chats = ChatSink(self.chats)
         notices = NoticeSink(self.pushing, spawn)

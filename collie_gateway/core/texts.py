@@ -7,18 +7,20 @@ every text masked; it is what the event stream, every push, the webhook, a crew 
 and the log lines send, so a field added to an ask tomorrow is masked without being named
 here. :func:`texts` yields the same strings, for the tests that plant secrets in them.
 
-The plan for each type is read once with ``msgspec.inspect`` and kept.
+The plan for each type is read once with ``msgspec.inspect`` and kept; :class:`MaskedAsks`
+keeps each ask's masked copy, so every surface an ask goes to shares one.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, Final, TypeVar
 
 import msgspec
 import msgspec.inspect as mi
 
-from wire.messages import VERBATIM
+from wire.messages import VERBATIM, Ask
 
 T = TypeVar("T")
 Mask = Callable[[str], str]
@@ -36,6 +38,38 @@ def masked(value: T, mask: Mask) -> T:
         return value
     out: T = plan(value, mask)
     return out
+
+
+class MaskedAsks:
+    """Each ask masked once per version (X1), the copy shared by the phones' stream, a lead,
+    the webhook and the notification. The newest ``size`` are kept; an ask met again with
+    other content under the same id and version (another agent's) is masked anew."""
+
+    def __init__(self, mask: Mask, size: int = 1024) -> None:
+        self.mask = mask
+        self.size = size
+        self._kept: OrderedDict[tuple[str, str, int], tuple[Ask, Ask]] = OrderedDict()
+
+    def __call__(self, ask: Ask) -> Ask:
+        """``ask`` with every text masked."""
+        key = (ask.conversation, ask.id, ask.version)
+        kept = self._kept.get(key)
+        if kept is not None and (kept[0] is ask or kept[0] == ask):
+            return kept[1]
+        shown = masked(ask, self.mask)
+        self._kept[key] = (ask, shown)
+        if len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+        return shown
+
+    def forget(self, ask: Ask) -> None:
+        """The ask is resolved: its copy goes."""
+        self._kept.pop((ask.conversation, ask.id, ask.version), None)
+
+    @property
+    def kept(self) -> int:
+        """How many asks' copies are kept (not ``__len__``: an empty one is still given)."""
+        return len(self._kept)
 
 
 def texts(value: object) -> Iterator[str]:

@@ -74,6 +74,15 @@ class CardStates:
         """The conversation closed: its cards are gone."""
         self._by_chat.pop((agent, conv_id), None)
 
+    def resolved(self, agent: str, conv_id: str, ask_id: str) -> None:
+        """The ask is resolved: its card is gone (a conversation that asks all day keeps
+        only its open cards' taps)."""
+        states = self._by_chat.get((agent, conv_id))
+        if states is not None:
+            states.pop(ask_id, None)
+            if not states:
+                del self._by_chat[agent, conv_id]
+
     def __len__(self) -> int:
         return len(self._by_chat)
 

@@ -35,6 +35,7 @@ from collie_gateway.views.chat import (
     CHAT_TEXT_LIMIT,
     Chat,
     ChatContext,
+    ChatLine,
     LineState,
     MyLine,
     build_chat,
@@ -108,7 +109,9 @@ class ChatConfig:
 @dataclass(slots=True)
 class ChatState:
     """One conversation as its chat shows it. ``texts`` holds each item's text as shown,
-    cleaned once as it came (the items keep the rest of what the agent sent)."""
+    cleaned once as it came (the items keep the rest of what the agent sent); ``drawn``
+    each final item's line as last drawn, with the item and the catalogue it was drawn
+    from (a chat drawn again draws only what changed)."""
 
     conv: Conversation
     items: list[Item] = field(default_factory=list)
@@ -116,10 +119,14 @@ class ChatState:
     texts: dict[str, ShownText] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
     seen: str | None = None  # the read's Wire-Event-Id: item events up to it are in ``items``
+    echoed: set[str] = field(default_factory=set)  # request ids of the user items (C4)
+    drawn: dict[str, tuple[Item, Catalogue, ChatLine]] = field(default_factory=dict)
 
     def put(self, item: Item, shown: ShownText) -> None:
         """Append or replace an item, with its text as shown."""
         self.texts[item.id] = shown
+        if item.kind == "user" and item.request_id is not None:
+            self.echoed.add(item.request_id)
         at = self.index.get(item.id)
         if at is None:
             self.index[item.id] = len(self.items)
@@ -422,9 +429,10 @@ class Chats:
         *,
         show_all: bool = False,
         catalogue: Catalogue | None = None,
+        lines: bool = True,
     ) -> Chat:
         """Build the chat as the phone draws it now, in ``catalogue``'s language (default:
-        the default's)."""
+        the default's); ``lines=False``: all but its lines (a live ``chat.changed``)."""
         mirror = self.agents.mirror(agent)
         now = self.clock()
         ctx = ChatContext(
@@ -439,7 +447,29 @@ class Chats:
         key = (agent, state.conv.id)
         mine = self.mine.get(key, [])
         states = self.cards.of(agent, state.conv.id)
-        chat = build_chat(state.conv, state.items, state.notes, mine, states, ctx, state.texts)
+        cat = ctx.catalogue
+
+        def line_of(item: Item, _: ShownText | None) -> ChatLine:
+            kept = state.drawn.get(item.id)
+            if kept is not None and kept[0] is item and kept[1] is cat:
+                return kept[2]
+            line = item_line(item, cat, state.texts.get(item.id), self.items_mask)
+            if item.final:
+                state.drawn[item.id] = (item, cat, line)
+            return line
+
+        chat = build_chat(
+            state.conv,
+            state.items,
+            state.notes,
+            mine,
+            states,
+            ctx,
+            lines=lines,
+            line_of=line_of,
+            known=state.index,
+            echoed=state.echoed,
+        )
         if show_all:
             chat.cards = build_cards(
                 state.conv.asks,
@@ -461,9 +491,7 @@ class Chats:
     def line_sent(self, agent: str, conv_id: str, line: MyLine) -> None:
         """The person tapped Send (or Send again with the same request id)."""
         state = self.chats.get((agent, conv_id))
-        if state is not None and any(
-            item.request_id == line.request_id for item in state.items if item.kind == "user"
-        ):
+        if state is not None and line.request_id in state.echoed:
             return  # C4: the agent's copy is already in the chat; no second line
         lines = self.mine.setdefault((agent, conv_id), [])
         lines[:] = [m for m in lines if m.request_id != line.request_id]
@@ -518,8 +546,8 @@ class Chats:
                 self._refresh_closed_soon(agent)
             case ConversationUpdated(conversation=conv) if conv.state == "closed":
                 self._refresh_closed_soon(agent)
-            case AskResolved():
-                pass
+            case AskResolved(ask_id=ask_id):
+                self.cards.resolved(agent, cid, ask_id)
             case _:
                 pass
         if state is not None:
@@ -556,16 +584,23 @@ class Chats:
             state.put(item, shown)
         if item.kind == "markdown" and not item.final and shown.text:
             render_written(shown, self.items_mask, self.clock())
-        self._publish_line(key, item, shown)
+        line = self._publish_line(key, item, shown)
+        if state is not None and item.final:  # drawn once: the chat's next read takes it
+            state.drawn[item.id] = (item, self.catalogue, line)
 
-    def _publish_line(self, key: tuple[str, str], item: Item, shown: ShownText) -> None:
+    def _publish_line(self, key: tuple[str, str], item: Item, shown: ShownText) -> ChatLine:
+        """Tell the phones an item's whole line; the line in the default language."""
         languages = self.languages
 
         def worded(cat: Catalogue) -> dict[str, object]:
             line = item_line(item, cat, shown, self.items_mask)
             return {"agent": key[0], "conversation_id": key[1], "item": line}
 
-        self.publish("chat.item", worded(self.catalogue), lambda t: worded(languages.get(t)))
+        payload = worded(self.catalogue)
+        self.publish("chat.item", payload, lambda t: worded(languages.get(t)))
+        line = payload["item"]
+        assert isinstance(line, ChatLine)
+        return line
 
     def _delta(self, key: tuple[str, str], item_id: str, raw: str) -> None:
         """Text for an item being written: cleaned once; the phones get what it adds."""
@@ -747,7 +782,7 @@ class Chats:
         if state is not None:
 
             def changed(cat: Catalogue) -> dict[str, object]:
-                chat = self.view(agent, state, catalogue=cat)
+                chat = self.view(agent, state, catalogue=cat, lines=False)
                 return {
                     "agent": agent,
                     "conversation_id": conv_id,

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from collie_gateway.core.cleaning import TITLE_LIMIT, clean
 from collie_gateway.core.push_plan import Facts, Plan, decide
-from collie_gateway.core.texts import masked
+from collie_gateway.core.texts import MaskedAsks
 from collie_gateway.services.notify import Health, OwedWebhooks, Withdrawals, withdrawal_note
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.targets import PushTargets, TargetsFactory
@@ -191,6 +191,7 @@ class Pushing:
         config: PushConfig,
         redact: Callable[[str], str],
         targets: PushTargets,
+        masked: MaskedAsks | None = None,
     ) -> None:
         self.repo = repo
         self.publish = publish
@@ -198,6 +199,7 @@ class Pushing:
         self.clock = config.clock
         self.machine = config.machine
         self.redact = redact
+        self.masked = masked if masked is not None else MaskedAsks(redact)  # once (X1)
         self.targets = targets
         self.limiter = PushLimiter()
         self.presence: dict[str, Presence] = {}
@@ -220,6 +222,7 @@ class Pushing:
         config: PushConfig,
         content: Content,
         factory: TargetsFactory | None,
+        masked: MaskedAsks | None = None,
     ) -> Pushing:
         """The service, with the limiter's stored state (P1 survives a restart), the Web Push
         sender on the stored VAPID key (made on the first start), the asks pushed earlier (to
@@ -231,7 +234,7 @@ class Pushing:
         )
         senders = {**targets.senders, Provider.WEBPUSH: build(key)}
         targets = dataclasses.replace(targets, senders=senders)
-        service = cls(repo, notify, publish, config, content.redact, targets)
+        service = cls(repo, notify, publish, config, content.redact, targets, masked)
         service.vapid_public_key = vapid.public_key(key)
         state = await repo.limiter_state()
         if state is not None:
@@ -462,8 +465,9 @@ class Pushing:
             self._owed.discard(key)  # set again below if it stays owed
         if plan.webhooks or plan.send_to:
             # Every text of the ask masked once (X1, core/texts.py), at any depth, for the
-            # webhook and the notification alike; its ids are kept, so it serves the log too.
-            ask = masked(ask, self.redact)
+            # webhook and the notification alike (the copy the phones' stream got, when it
+            # did); its ids are kept, so it serves the log too.
+            ask = self.masked(ask)
         if plan.webhooks:
             for hook in self.targets.webhooks:
                 self._spawn_hook(hook, key, agent, ask, pane)

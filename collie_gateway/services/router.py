@@ -23,7 +23,7 @@ from typing import Protocol
 
 from collie_gateway.core.mirror import AgentMirror, Change, LinkState
 from collie_gateway.core.notes import RECEIPTS, receipt_note
-from collie_gateway.core.texts import masked
+from collie_gateway.core.texts import MaskedAsks
 from collie_gateway.services.answering import Answering
 from collie_gateway.services.answers import Answers
 from collie_gateway.services.chats import Chats
@@ -194,12 +194,12 @@ class AskSink:
     still owed for an ask resolved is not sent."""
 
     def __init__(
-        self, pushing: Pushing, publish: Publish, spawn: Spawn, mask: Callable[[str], str]
+        self, pushing: Pushing, publish: Publish, spawn: Spawn, masked: MaskedAsks
     ) -> None:
         self.pushing = pushing
         self.publish = publish
         self.spawn = spawn
-        self.mask = mask  # the phones' stream and a lead see every text masked (X1)
+        self.masked = masked  # the phones' stream and a lead see every text masked (X1)
 
     def on_link(self, mirror: AgentMirror) -> None:
         pass
@@ -221,13 +221,14 @@ class AskSink:
             if self.pushing.owes(mirror.name, change.resolved):
                 self.spawn(self.pushing.ask_resolved(mirror.name, change.resolved), "push")
             # A lead following this gateway settles its own push for it (W4).
-            shown = masked(change.resolved, self.mask)
+            shown = self.masked(change.resolved)
+            self.masked.forget(change.resolved)
             self.publish("ask.resolved", {"agent": mirror.name, "ask": shown})
 
     def _raised(self, agent: str, ask: Ask, pane: str | None, *, from_snapshot: bool) -> None:
         self.spawn(self.pushing.ask_raised(agent, ask, pane, from_snapshot=from_snapshot), "push")
         # A lead following this gateway pushes it to its own phones (W4); a phone may ignore it.
-        shown, pane = masked(ask, self.mask), self.mask(pane) if pane else pane
+        shown, pane = self.masked(ask), self.masked.mask(pane) if pane else pane
         payload = {"agent": agent, "ask": shown, "pane": pane, "from_snapshot": from_snapshot}
         self.publish("ask.raised", payload)
 

@@ -7,6 +7,7 @@ never with an option or a field left out (A7), except "Always allow" where A5/A6
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Final
@@ -37,6 +38,7 @@ ROLE_KEYS: Final[Mapping[str, str]] = {
     "cancel": "role_cancel",
 }
 FIELD_KINDS: Final = ("text", "select", "switch")
+SHOWN_KEPT: Final = 256  # ours: asks whose texts as shown are kept (each drawn once)
 
 
 # --- what the last tap came to (input) ------------------------------------------------------
@@ -356,11 +358,30 @@ def build_card(
     )
 
 
-def _shown(
-    ask: Ask, catalogue: Catalogue, redact: Redact | None
-) -> tuple[str, str, CallDetails | None, Body | None, bool]:
+_Shown = tuple[str, str, CallDetails | None, Body | None, bool]
+# The texts as shown of the asks drawn last, by the ask, catalogue and mask drawn with (kept
+# in the entry, so their ids are not reused while it lives): an ask is drawn on its card in
+# each chat.changed and read, and checked at a tap; its texts are cleaned and masked once.
+_SHOWN: OrderedDict[tuple[int, int, int], tuple[Ask, Catalogue, Redact | None, _Shown]] = (
+    OrderedDict()
+)
+
+
+def _shown(ask: Ask, catalogue: Catalogue, redact: Redact | None) -> _Shown:
     """The card's texts as shown: title, text, call details, body (None: not answerable,
     A7), and whether any text was cut, cleaned or masked."""
+    key = (id(ask), id(catalogue), id(redact))
+    kept = _SHOWN.get(key)
+    if kept is not None:
+        return kept[3]
+    shown = _draw_shown(ask, catalogue, redact)
+    _SHOWN[key] = (ask, catalogue, redact, shown)
+    if len(_SHOWN) > SHOWN_KEPT:
+        _SHOWN.popitem(last=False)
+    return shown
+
+
+def _draw_shown(ask: Ask, catalogue: Catalogue, redact: Redact | None) -> _Shown:
     cleaner = _Cleaner(redact)
     title = cleaner(ask.title, TITLE_LIMIT)
     text = cleaner(ask.text, TEXT_LIMIT, multiline=True)

@@ -291,6 +291,86 @@ def my_line(mine: MyLine, catalogue: Catalogue) -> ChatLine:
     )
 
 
+#: Draws one agent item (``item_line`` with the chat's catalogue and mask); a caller may keep
+#: each final item's line and give it again (services/chats.py).
+LineOf = Callable[[Item, ShownText | None], ChatLine]
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    """Where the gateway's notes and the person's pending lines go among the items."""
+
+    notes_after: dict[str | None, list[Note]]  # by the item they follow (None: first)
+    strays: list[list[Note]]  # notes after an item the chat does not hold: after every item
+    mine_after: dict[str | None, list[MyLine]]  # by the item they follow (None: last)
+    visible: list[MyLine]  # the person's lines shown, in the order sent
+
+
+def _place(
+    notes: list[Note],
+    mine: list[MyLine],
+    known: Collection[str],
+    echoed: Collection[str],
+    now: datetime,
+) -> _Placed:
+    by_item: dict[str | None, list[Note]] = {}
+    for note in notes:
+        by_item.setdefault(note.after_item, []).append(note)
+    strays = [group for key, group in by_item.items() if key is not None and key not in known]
+    # C4: a line is keyed by its request id; once the agent's copy is in, a re-send of the
+    # same request id (a phone unsure it arrived) adds no second line.
+    visible = [
+        m for m in mine if m.request_id not in echoed and now - as_utc(m.sent_at) < LINE_LIFETIME
+    ]
+    mine_after: dict[str | None, list[MyLine]] = {}
+    for m in visible:
+        mine_after.setdefault(m.after_item if m.after_item in known else None, []).append(m)
+    return _Placed(by_item, strays, mine_after, visible)
+
+
+def _lines(items: list[Item], placed: _Placed, cat: Catalogue, line_of: LineOf) -> list[ChatLine]:
+    """Items in order, each followed by its notes and the person's lines sent after it; the
+    notes and lines placed first or after every item around them."""
+    lines = _note_lines(placed.notes_after.get(None, []), cat)
+    first_mine = placed.mine_after.get(None, [])
+    if not items:
+        lines.extend(my_line(m, cat) for m in first_mine)
+    notes_after, mine_after = placed.notes_after, placed.mine_after
+    for item in items:  # a long chat has few notes and lines between its items
+        lines.append(line_of(item, None))
+        if notes := notes_after.get(item.id):
+            lines.extend(_note_lines(notes, cat))
+        if mine := mine_after.get(item.id):
+            lines.extend(my_line(m, cat) for m in mine)
+    for rest in placed.strays:
+        lines.extend(_note_lines(rest, cat))
+    if items:
+        lines.extend(my_line(m, cat) for m in first_mine)
+    return lines
+
+
+def _newest_waits(items: list[Item], placed: _Placed) -> bool:
+    """Whether the chat's newest line (as :func:`_lines` orders them, found without drawing
+    them) is the person's and waits for the agent: a user item, or a line sending or sent."""
+    first_mine = placed.mine_after.get(None, [])
+    newest: Item | MyLine | Note | None = None
+    if items and first_mine:
+        newest = first_mine[-1]
+    elif placed.strays:
+        newest = placed.strays[-1][-1]
+    elif items:
+        last = items[-1]
+        after = placed.mine_after.get(last.id) or placed.notes_after.get(last.id) or [last]
+        newest = after[-1]
+    elif first_mine:
+        newest = first_mine[-1]
+    if isinstance(newest, Item):
+        return newest.kind == "user"
+    if isinstance(newest, MyLine):
+        return newest.state in (LineState.SENDING, LineState.SENT)
+    return False
+
+
 def build_chat(
     conv: Conversation,
     items: list[Item],
@@ -299,54 +379,40 @@ def build_chat(
     answer_states: Mapping[str, CardState],
     ctx: ChatContext,
     texts: Mapping[str, ShownText] | None = None,
+    *,
+    lines: bool = True,
+    line_of: LineOf | None = None,
+    known: Collection[str] | None = None,
+    echoed: Collection[str] | None = None,
 ) -> Chat:
     """The chat: items in order with notes placed after their item, then the person's
-    pending lines; cards (first five, A8), header, bar, dots and composer."""
+    pending lines; cards (first five, A8), header, bar, dots and composer.
+
+    ``lines=False`` leaves the lines out (what a live ``chat.changed`` carries): the rest
+    costs the same whatever the history. ``line_of`` draws an item (default: ``item_line``);
+    ``known`` (the items' ids) and ``echoed`` (the request ids of user items), when the
+    caller keeps them, spare a pass over the items."""
     cat = ctx.catalogue
     read_only = conv.state == "closed"
-    lines: list[ChatLine] = []
-    by_item: dict[str | None, list[Note]] = {}
-    for note in notes:
-        by_item.setdefault(note.after_item, []).append(note)
-    # C4: a line is keyed by its request id; once the agent's copy is in, a re-send of the
-    # same request id (a phone unsure it arrived) adds no second line.
-    echoed = {i.request_id for i in items if i.kind == "user" and i.request_id is not None}
-    visible = [
-        m
-        for m in mine
-        if m.request_id not in echoed and ctx.now - as_utc(m.sent_at) < LINE_LIFETIME
-    ]
-    known = {item.id for item in items}
-    mine_after: dict[str | None, list[MyLine]] = {}
-    for m in visible:
-        mine_after.setdefault(m.after_item if m.after_item in known else None, []).append(m)
-    lines.extend(_note_lines(by_item.pop(None, []), cat))
-    first_mine = mine_after.pop(None, [])
-    if not items:
-        lines.extend(my_line(m, cat) for m in first_mine)
-    for item in items:
-        shown = texts.get(item.id) if texts is not None else None
-        lines.append(item_line(item, cat, shown, ctx.redact_items))
-        lines.extend(_note_lines(by_item.pop(item.id, []), cat))
-        lines.extend(my_line(m, cat) for m in mine_after.pop(item.id, []))
-    for rest in by_item.values():
-        lines.extend(_note_lines(rest, cat))
-    if items:
-        lines.extend(my_line(m, cat) for m in first_mine)
+    if known is None:
+        known = {item.id for item in items}
+    if echoed is None:
+        echoed = {i.request_id for i in items if i.kind == "user" and i.request_id is not None}
+    placed = _place(notes, mine, known, echoed, ctx.now)
+    if line_of is None:
+
+        def line_of(item: Item, shown: ShownText | None) -> ChatLine:
+            if shown is None and texts is not None:
+                shown = texts.get(item.id)
+            return item_line(item, cat, shown, ctx.redact_items)
+
     composer = Composer()
-    if visible:
-        last = visible[-1]
+    if placed.visible:
+        last = placed.visible[-1]
         if last.state is LineState.SENT:
             composer.status = cat["chat_sent"]
         elif last.state is LineState.NOT_SENT:
             composer.text = last.text
-    newest = lines[-1] if lines else None
-    dots = (
-        not read_only
-        and newest is not None
-        and newest.mine
-        and newest.state in (None, LineState.SENDING.value, LineState.SENT.value)
-    )
     cards = build_cards(
         conv.asks if not read_only else [],
         agent_name=ctx.agent,
@@ -362,11 +428,11 @@ def build_chat(
         header=build_header(
             conv, ctx.features, cat, redact=ctx.redact, agent_subtitle=ctx.agent_subtitle
         ),
-        lines=lines,
+        lines=_lines(items, placed, cat, line_of) if lines else [],
         cards=cards,
         bar=None if read_only else build_bar(conv, ctx.features, cat, redact=ctx.redact),
         menu=build_menu(conv, ctx.features, cat),
-        dots=dots,
+        dots=not read_only and _newest_waits(items, placed),
         composer=composer,
         turn=conv.turn,
         now=ctx.now,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -339,6 +340,42 @@ def test_C6_no_dots_in_an_empty_or_closed_chat() -> None:
 def test_C6_no_dots_after_a_stopped_note() -> None:
     stopped = Note(kind="stopped", text="stopped", at=NOW, after_item="u1")
     assert not chat([item("u1", "user")], notes=[stopped]).dots
+
+
+_ITEMS = {
+    "none": [],
+    "reply last": [item("u1", "user"), item("i2")],
+    "user last": [item("i1"), item("u2", "user")],
+}
+_NOTES = {
+    "none": [],
+    "first": [Note(kind="receipt", text="r", at=NOW, after_item=None)],
+    "after the last": [Note(kind="stopped", text="", at=NOW, after_item="i2")],
+    "after u2": [Note(kind="stopped", text="", at=NOW, after_item="u2")],
+    "after a gone item": [Note(kind="receipt", text="r", at=NOW, after_item="gone")],
+}
+_MINE = {
+    "none": [],
+    "sending, placed last": [mine()],
+    "not sent, placed last": [mine(state=LineState.NOT_SENT)],
+    "sent after i1": [replace(mine(state=LineState.SENT), after_item="i1")],
+    "sent after u2": [replace(mine(state=LineState.SENT), after_item="u2")],
+}
+
+
+@pytest.mark.parametrize("items", _ITEMS)
+@pytest.mark.parametrize("notes", _NOTES)
+@pytest.mark.parametrize("lines", _MINE)
+def test_C6_dots_follow_the_newest_line_drawn_or_not(items: str, notes: str, lines: str) -> None:
+    """A live ``chat.changed`` carries no lines; its dots are the newest drawn line's."""
+    ctx = ChatContext(agent="desk", features=ALL, catalogue=CAT, now=NOW)
+    states: dict[str, CardState] = {}
+    args = (conv(), _ITEMS[items], _NOTES[notes], _MINE[lines], states, ctx)
+    drawn = build_chat(*args)
+    newest = drawn.lines[-1] if drawn.lines else None
+    waits = newest is not None and newest.mine and newest.state in (None, "sending", "sent")
+    assert drawn.dots is waits
+    assert build_chat(*args, lines=False).dots is waits
 
 
 # --- R3: receipts ---------------------------------------------------------------------------

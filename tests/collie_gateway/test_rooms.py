@@ -11,6 +11,22 @@ from tests.collie_gateway.conftest import Rig, eventually
 from tests.collie_gateway.test_answers_http import PERMISSION, TOOL, desk
 
 
+async def test_T1_an_ask_resolved_leaves_no_tap_in_memory(rig: Rig) -> None:
+    """A conversation that stays open and asks all day keeps only its open cards' taps."""
+    d = await desk(rig)
+    key = ("desk", "c1")
+    await d.chat()
+    for n in range(3):
+        handle = await d.ask(id=f"p{n}", kind="permission", title="Run ls?", options=PERMISSION)
+        refused = await d.answer(f"p{n}", f"r{n}", {"option": "always"})
+        assert refused["outcome"] == "refused"
+        assert set(d.gw.answers.cards.of(*key)) == {f"p{n}"}
+        await handle.decide()  # the person answered at the desk
+        await eventually(lambda: not d.gw.answers.cards.of(*key))
+    assert len(d.gw.answers.cards) == 0
+    assert (await d.chat())["cards"]["cards"] == []
+
+
 async def test_T1_C4_a_closed_conversation_leaves_nothing_in_memory(rig: Rig) -> None:
     d = await desk(rig)
     key = ("desk", "c1")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from collie_gateway.core.redact import Redactor
-from collie_gateway.core.texts import masked, texts
+from collie_gateway.core.texts import MaskedAsks, masked, texts
 from wire.messages import (
     Argument,
     Ask,
@@ -56,6 +56,31 @@ def test_X1_every_text_of_an_ask_is_masked_at_any_depth() -> None:
     assert KEY not in shown.arguments[0].value["list"][1]
     assert KEY not in shown.reasons[0]
     assert KEY not in shown.arguments[1].value
+
+
+def test_X1_an_ask_is_masked_once_per_version_for_every_surface() -> None:
+    seen: list[str] = []
+
+    def mask(text: str) -> str:
+        seen.append(text)
+        return Redactor().mask(text)
+
+    shared = MaskedAsks(mask, size=2)
+    first = shared(_ask())
+    walked = len(seen)
+    assert KEY not in msgspec.json.encode(first).decode()
+    assert shared(_ask()) is first  # the same ask again (e.g. read in a snapshot): no walk
+    assert len(seen) == walked
+    changed = shared(_ask(version=2))
+    assert changed is not first
+    assert changed.version == 2
+    other = msgspec.structs.replace(_ask(), title="Another agent's ask, the same ids")
+    assert shared(other).title == other.title  # another content under the same key
+    shared.forget(other)
+    assert shared.kept == 1
+    shared(msgspec.structs.replace(_ask(), id="a2"))
+    shared(msgspec.structs.replace(_ask(), id="a3"))
+    assert shared.kept == 2  # the newest only
 
 
 def test_X1_verbatim_strings_are_sent_as_the_agent_gave_them() -> None:
