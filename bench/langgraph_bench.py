@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 
 from bench._common import bench_main, heading, pct, ratio, row, short_dir
+from bridges.langgraph.backend import InProcess
 from bridges.langgraph.bridge import LangGraphBridge
 from wire.agent import Agent
 
@@ -62,8 +63,7 @@ async def start_thread(session: aiohttp.ClientSession, text: str) -> str:
 
 async def bridge_rounds(tmp: Path, count: int) -> list[float]:
     bridge = LangGraphBridge(
-        graph="fixtures.langgraph.graphs:looping",
-        checkpoints=tmp / "g.sqlite",
+        InProcess("fixtures.langgraph.graphs:looping", tmp / "g.sqlite"),
         state=tmp / "b.db",
         input="fixtures.langgraph.graphs:said",
     )
@@ -118,7 +118,7 @@ async def streamed(tmp: Path, words: int) -> tuple[float, float, int]:
         chunks += 1
     own_rate = chunks / (time.perf_counter() - started)
     bridge = LangGraphBridge(
-        graph="fixtures.langgraph.graphs:chat", checkpoints=tmp / "s.sqlite", state=tmp / "s.db"
+        InProcess("fixtures.langgraph.graphs:chat", tmp / "s.sqlite"), state=tmp / "s.db"
     )
     await bridge.start()
     runner = await bridge.serve_unix(tmp / "s.sock")

@@ -313,3 +313,12 @@ def _scalar(kind: object, raw: object, where: str) -> Any:
     if kind == "string" and not isinstance(raw, str):
         raise Unfit(f"{where} must be text")
     return raw
+
+
+EXPIRED: Final = "Timed out before an answer."
+
+
+def expired_value(p: AskPlan) -> Any:
+    """What an ask past its deadline resumes its interrupt with: a tool approval is
+    rejected (with a message); any other interrupt gets ``None``."""
+    return {"type": "reject", "message": EXPIRED} if p.how in ("call", "batch") else None

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from bridges.kit import AgentBridge
+from bridges.langgraph.backend import InProcess as Local
 from bridges.langgraph.bridge import LangGraphBridge
 from tests.bridges.test_kit import request
 from wire.agent import AgentRunner
@@ -111,6 +112,7 @@ class InProcess:
     input: str = "messages"
     graph_spec: str = ""  # a graph elsewhere than fixtures/langgraph/graphs
     bridge: LangGraphBridge | None = None
+    local: Local | None = None  # the bridge's graph, for another client of its threads
     runner: AgentRunner | None = None
 
     @property
@@ -118,12 +120,9 @@ class InProcess:
         return Wire(self.folder / "lg.sock")
 
     async def open(self) -> Wire:
-        self.bridge = LangGraphBridge(
-            graph=self.graph_spec or f"{GRAPHS}:{self.graph}",
-            checkpoints=self.folder / "graphs.sqlite",
-            state=self.folder / "lg.db",
-            input=self.input,
-        )
+        spec = self.graph_spec or f"{GRAPHS}:{self.graph}"
+        self.local = Local(spec, self.folder / "graphs.sqlite")
+        self.bridge = LangGraphBridge(self.local, state=self.folder / "lg.db", input=self.input)
         await self.bridge.start()
         self.runner = await self.bridge.serve_unix(self.folder / "lg.sock")
         return self.wire

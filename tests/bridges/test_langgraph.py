@@ -243,9 +243,9 @@ async def test_an_interrupt_gone_without_our_resume_is_decided(folder: Path) -> 
         conv = await wire.start()
         await wire.say(conv, "hi")
         [ask] = await wire.asks(conv, 1)
-        assert rig.bridge is not None  # another client moves the thread on
-        await rig.bridge.graph.aupdate_state(
-            rig.bridge.config(conv), {"out": "moved"}, as_node="bare"
+        assert rig.local is not None  # another client moves the thread on
+        await rig.local.graph.aupdate_state(
+            rig.local.config(conv), {"out": "moved"}, as_node="bare"
         )
         _, result = await wire.reply(ask, {"text": "Ada"})
         assert result["outcome"] == "not_open"  # never accepted
@@ -352,8 +352,8 @@ async def test_a_node_rerun_with_new_content_is_changed(
         await wire.say(conv, "go")
         old = {a["title"]: a for a in await wire.asks(conv, 2)}["Right, first?"]
         right.write_text("Right, second?")
-        assert rig.bridge is not None  # another client runs the thread: the node runs again
-        await rig.bridge.graph.ainvoke(None, rig.bridge.config(conv))
+        assert rig.local is not None  # another client runs the thread: the node runs again
+        await rig.local.graph.ainvoke(None, rig.local.config(conv))
         _, result = await wire.reply(old, {"text": "R"})
         assert result["outcome"] == "changed"  # checked before it was taken
         now = {a["title"]: a for a in await wire.asks(conv, 2)}["Right, second?"]
