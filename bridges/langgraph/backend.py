@@ -26,10 +26,12 @@ class Thread:
 
 
 class Snapshot(NamedTuple):
-    """A thread as it is now: its state's values and its interrupts still waiting."""
+    """A thread as it is now: its state's values, its interrupts still waiting, and whether
+    a run the bridge does not stream goes on (its interrupts may be on their way out)."""
 
     values: Any
     pending: list[Pending]
+    busy: bool = False
 
 
 class Backend(Protocol):

@@ -36,6 +36,8 @@ ATTEMPT = (
 )
 FAILED = "The graph failed: {error}"
 NEW = "New thread"
+SETTLE = 50  # readings, 0.1 s apart, of a thread still busy after the leg it ran
+BUSY = "the thread is running elsewhere; answer once it stops"
 
 
 class Resumes(NamedTuple):
@@ -80,6 +82,7 @@ class LangGraphBridge(kit.AgentBridge):
         self.plans: dict[str, AskPlan] = {}
         self.locks: dict[str, asyncio.Lock] = {}
         self.watched: set[str] = set()
+        self.closing = False
         self.agent.on_start(self._on_start)
         self.agent.on_message(self._on_message)
         self.agent.on_reply(self._on_reply)
@@ -95,7 +98,9 @@ class LangGraphBridge(kit.AgentBridge):
             self.agent.spawn(self._poll(self.backend.poll))
 
     async def close(self) -> None:
-        """Stop serving, close the agent, let go of the graph, close the state file."""
+        """Stop serving, close the agent, let go of the graph, close the state file. A run
+        on a server goes on there."""
+        self.closing = True
         await super().close()
         await self.backend.close()
         self.state.close()
@@ -128,11 +133,15 @@ class LangGraphBridge(kit.AgentBridge):
 
     # --- the thread's pending interrupts as asks ------------------------------------------
 
-    async def sync(self, conv: ConversationHandle) -> None:
+    async def sync(self, conv: ConversationHandle) -> bool:
         """Raise (or change) an ask per pending interrupt; an ask whose interrupt went without
-        our resume is ``decided``. Call with the thread's lock held."""
+        our resume is ``decided``. Call with the thread's lock held. False (nothing done):
+        a run goes on elsewhere, its interrupts are read once it ends."""
+        snapshot = await self.backend.snapshot(conv.id)
+        if snapshot.busy:
+            return False
         wanted: dict[str, AskPlan] = {}
-        for pending in (await self.backend.snapshot(conv.id)).pending:
+        for pending in snapshot.pending:
             key = f"{conv.id}:{pending.id}"
             row = await self.state.off_loop(self.state.get, RESUMES, key)
             attempt = (row.sent if row is not None else 0) + 1
@@ -151,6 +160,7 @@ class LangGraphBridge(kit.AgentBridge):
             if handle.ask.deadline is not None and p.ask_id not in self.watched:
                 self.watched.add(p.ask_id)
                 self.agent.spawn(self._watch(conv, handle, p))
+        return True
 
     def deadline(self, conv: ConversationHandle, p: AskPlan) -> datetime | None:
         """The ask's deadline: the one it has, else from now if the graph names one."""
@@ -211,7 +221,8 @@ class LangGraphBridge(kit.AgentBridge):
     ) -> tuple[ReplyResult, dict[str, Any] | None]:
         """The tap's outcome, and the resume map if it completes its interrupt."""
         conv = handle.conversation
-        await self.sync(conv)  # the thread as it is now, not as it was shown
+        if not await self.sync(conv):  # the thread as it is now, not as it was shown
+            return ReplyResult(outcome="not_open", reason=BUSY), None
         p = self.plans.get(handle.id)
         if not handle.open or p is None:
             return ReplyResult(outcome="not_open", reason="no longer waiting"), None
@@ -286,8 +297,9 @@ class LangGraphBridge(kit.AgentBridge):
                 elif isinstance(data, dict):
                     await stream.update(data)
         except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self.backend.cancel(conv.id))
+            if not self.closing:  # a Stop, not the bridge going
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.backend.cancel(conv.id))
             raise
         except Exception as exc:
             log.warning("thread %s failed: %s", conv.id, exc)
@@ -298,4 +310,7 @@ class LangGraphBridge(kit.AgentBridge):
         snapshot = await self.backend.snapshot(conv.id)
         if not stream.said and not snapshot.pending:
             await stream.final_state(snapshot.values)
-        await self.sync(conv)
+        for _ in range(SETTLE):  # a server may call the thread busy a moment after its run
+            if await self.sync(conv):
+                break
+            await asyncio.sleep(0.1)

@@ -87,7 +87,8 @@ class Server:
             pending.setdefault(
                 iid, Pending(iid, i.get("value"), schema if isinstance(schema, dict) else None)
             )
-        return Snapshot(state.get("values"), list(pending.values()))
+        busy = (await self.client.threads.get(thread)).get("status") == "busy"
+        return Snapshot(state.get("values"), list(pending.values()), busy)
 
     async def stream(
         self, thread: str, given: Any, resume: dict[str, Any] | None

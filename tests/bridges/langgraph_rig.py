@@ -1,11 +1,15 @@
 """The LangGraph bridge's test rig: the bridge serving a graph of ``fixtures/langgraph/graphs``
-on a real Unix socket (in this process, or as its own process), and a raw wire client."""
+on a real Unix socket (in this process, or as its own process; the graph run here, or on an
+Agent Server), and a raw wire client."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import secrets
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -13,9 +17,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import aiohttp
+
 from bridges.kit import AgentBridge
 from bridges.langgraph.backend import InProcess as Local
 from bridges.langgraph.bridge import LangGraphBridge
+from bridges.langgraph.server import Server
 from tests.bridges.test_kit import request
 from wire.agent import AgentRunner
 
@@ -98,6 +105,16 @@ async def until(test: Callable[[], Awaitable[bool]]) -> None:
         await asyncio.sleep(0.02)
 
 
+async def two_turns(wire: Wire, conv: str) -> None:
+    """Two messages to the chat graph: its reply streamed and made final, then the thread's
+    next turn."""
+    await wire.say(conv, "hello there")
+    said = "You said: hello there"
+    await wire.items(conv, lambda i: any(x.get("text") == said and x.get("final", True) for x in i))
+    await wire.say(conv, "again")
+    await wire.items(conv, lambda i: "You said: again" in texts(i))
+
+
 def texts(items: list[dict[str, Any]], kind: str = "reply") -> list[str]:
     """The texts of the items of ``kind``."""
     return [i.get("text", "") for i in items if i["kind"] == kind]
@@ -156,3 +173,78 @@ async def spawn(folder: Path, graph: str, env: dict[str, str]) -> asyncio.subpro
     line = await asyncio.wait_for(proc.stdout.readline(), 60)
     assert b"serving" in line, line
     return proc
+
+
+GRAPH_NAMES = ("chat", "per_call", "batched", "parallel", "two_in_one", "bare", "slow", "soon")
+DEV = "COLLIE_LANGGRAPH_DEV"  # the command of ``langgraph dev`` (langgraph-cli[inmem]), if any
+
+
+async def agent_server(folder: Path, env: dict[str, str]) -> tuple[str, asyncio.subprocess.Process]:
+    """An Agent Server on loopback serving the fixture graphs: ``langgraph dev`` when the
+    environment names its command in ``COLLIE_LANGGRAPH_DEV``, else the fake of its HTTP API
+    (``fixtures.langgraph.server``). Its URL and process, once it answers."""
+    full = {**os.environ, "PYTHONPATH": str(REPO), **env}
+    dev = os.environ.get(DEV)
+    if not dev:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "fixtures.langgraph.server", env=full,
+            stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert line.startswith("serving "), line
+        return line.split()[1], proc
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    graphs = {name: f"{GRAPHS}:{name}" for name in GRAPH_NAMES}
+    (folder / "langgraph.json").write_text(
+        json.dumps({"dependencies": [str(REPO)], "graphs": graphs})
+    )
+    quiet = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"}
+    proc = await asyncio.create_subprocess_exec(
+        dev, "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
+        cwd=folder, env={**full, **quiet},
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 90
+    async with aiohttp.ClientSession() as http:
+        while True:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with http.get(f"{url}/ok") as got:
+                    if got.status == 200:
+                        return url, proc
+            assert proc.returncode is None, "langgraph dev stopped"
+            assert loop.time() < end, "langgraph dev did not start"
+            await asyncio.sleep(0.2)
+
+
+@dataclass
+class Served:
+    """The bridge in this process, a client of an Agent Server; ``open()`` again after
+    ``close()`` is a restart."""
+
+    folder: Path
+    url: str
+    assistant: str
+    input: str = "messages"
+    poll: float | None = None
+    bridge: LangGraphBridge | None = None
+
+    @property
+    def wire(self) -> Wire:
+        return Wire(self.folder / "lg.sock")
+
+    async def open(self) -> Wire:
+        backend = Server(self.url, self.assistant, self.poll)
+        self.bridge = LangGraphBridge(backend, state=self.folder / "lg.db", input=self.input)
+        await self.bridge.start()
+        await self.bridge.serve_unix(self.folder / "lg.sock")
+        return self.wire
+
+    async def close(self) -> None:
+        if self.bridge is not None:
+            await self.bridge.close()
+        self.bridge = None

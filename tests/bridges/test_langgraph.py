@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.agents.harness import short_dir
-from tests.bridges.langgraph_rig import GRAPHS, InProcess, Wire, texts
+from tests.bridges.langgraph_rig import GRAPHS, InProcess, Wire, texts, two_turns
 
 
 @pytest.fixture
@@ -40,13 +40,7 @@ async def test_a_thread_is_a_conversation_its_reply_streamed(folder: Path) -> No
     rig, wire = await opened(folder, "chat")
     try:
         conv = await wire.start()
-        await wire.say(conv, "hello there")
-        said = "You said: hello there"
-        await wire.items(
-            conv, lambda i: any(x.get("text") == said and x.get("final", True) for x in i)
-        )
-        await wire.say(conv, "again")  # the thread's next turn
-        await wire.items(conv, lambda i: "You said: again" in texts(i))
+        await two_turns(wire, conv)
     finally:
         await rig.close()
 
