@@ -157,7 +157,7 @@ class LangGraphBridge(kit.AgentBridge):
             if p.attempt > 1 and p.slot <= 1:
                 text = ATTEMPT.format(title=p.draft.title)
                 await kit.notice(conv, text, id=safe_id("attempt", p.ask_id))
-            if handle.ask.deadline is not None and p.ask_id not in self.watched:
+            if p.ask_id not in self.watched:
                 self.watched.add(p.ask_id)
                 self.agent.spawn(self._watch(conv, handle, p))
         return True
@@ -171,8 +171,10 @@ class LangGraphBridge(kit.AgentBridge):
         return self.agent.now() + timedelta(seconds=seconds) if seconds else None
 
     async def _watch(self, conv: ConversationHandle, handle: AskHandle, p: AskPlan) -> None:
-        """An ask past its deadline (``expired``) resumes its interrupt as the mapping says."""
-        if (await handle.wait()).how != "expired":
+        """An ask ended without an answer (past its deadline, or by a Stop) resumes its
+        interrupt as the mapping says."""
+        how = (await handle.wait()).how
+        if how not in mapping.UNANSWERED:
             return
         lock = self.lock(conv.id)
         await lock.acquire()
@@ -181,7 +183,7 @@ class LangGraphBridge(kit.AgentBridge):
             await self.sync(conv)  # still waiting, with the content that expired?
             now = self.plans.get(p.ask_id)
             if now is not None and now.digest == p.digest:
-                resume = await self._complete(conv, now, mapping.expired_value(now))
+                resume = await self._complete(conv, now, mapping.unanswered_value(now, how))
         finally:
             if resume is None:
                 lock.release()

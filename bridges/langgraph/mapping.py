@@ -315,10 +315,15 @@ def _scalar(kind: object, raw: object, where: str) -> Any:
     return raw
 
 
-EXPIRED: Final = "Timed out before an answer."
+UNANSWERED: Final = {
+    "expired": "Timed out before an answer.",
+    "stopped": "Stopped from the phone before an answer.",
+}
 
 
-def expired_value(p: AskPlan) -> Any:
-    """What an ask past its deadline resumes its interrupt with: a tool approval is
-    rejected (with a message); any other interrupt gets ``None``."""
-    return {"type": "reject", "message": EXPIRED} if p.how in ("call", "batch") else None
+def unanswered_value(p: AskPlan, how: str) -> Any:
+    """What an ask ended without an answer (``expired``, ``stopped``) resumes its interrupt
+    with: a tool approval is rejected, with a message; any other interrupt gets ``None``."""
+    if p.how in ("call", "batch"):
+        return {"type": "reject", "message": UNANSWERED[how]}
+    return None

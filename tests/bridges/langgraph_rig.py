@@ -115,6 +115,18 @@ async def two_turns(wire: Wire, conv: str) -> None:
     await wire.items(conv, lambda i: "You said: again" in texts(i))
 
 
+async def expires(wire: Wire) -> None:
+    """A thread of the ``bare`` graph, its deadline 1 s: the ask shows it, expires, and the
+    interrupt is resumed with ``None``; a tap after is ``expired``."""
+    conv = await wire.start()
+    await wire.say(conv, "hi")
+    [ask] = await wire.asks(conv, 1)
+    assert ask["deadline"]  # the phone shows "Expires in …"
+    await wire.items(conv, lambda i: "Hello, None" in texts(i))
+    _, late = await wire.reply(ask, {"text": "Ada"})
+    assert late["outcome"] == "expired"
+
+
 def texts(items: list[dict[str, Any]], kind: str = "reply") -> list[str]:
     """The texts of the items of ``kind``."""
     return [i.get("text", "") for i in items if i["kind"] == kind]
@@ -248,3 +260,9 @@ class Served:
         if self.bridge is not None:
             await self.bridge.close()
         self.bridge = None
+
+    async def __aenter__(self) -> Wire:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

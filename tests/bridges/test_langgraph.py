@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.agents.harness import short_dir
-from tests.bridges.langgraph_rig import GRAPHS, InProcess, Wire, texts, two_turns
+from tests.bridges.langgraph_rig import GRAPHS, InProcess, Wire, expires, texts, two_turns
 
 
 @pytest.fixture
@@ -354,5 +354,13 @@ async def test_a_node_rerun_with_new_content_is_changed(
         assert (now["id"], now.get("version", 1)) == (old["id"], old.get("version", 1) + 1)
         _, result = await wire.reply(now, {"text": "R"})
         assert result["outcome"] == "accepted"
+    finally:
+        await rig.close()
+
+
+async def test_a_deadline_from_the_graphs_configuration(folder: Path) -> None:
+    rig = InProcess(folder, "soon", f"{GRAPHS}:said")  # collie_deadline_s: 1
+    try:
+        await expires(await rig.open())
     finally:
         await rig.close()

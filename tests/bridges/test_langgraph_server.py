@@ -5,7 +5,6 @@ driven over its real Unix socket by a raw wire client."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,16 @@ import pytest
 from langgraph_sdk import get_client
 
 from fixtures.agents.harness import short_dir
-from tests.bridges.langgraph_rig import GRAPHS, Served, agent_server, rid, texts, two_turns, until
+from tests.bridges.langgraph_rig import (
+    GRAPHS,
+    Served,
+    agent_server,
+    expires,
+    rid,
+    texts,
+    two_turns,
+    until,
+)
 from tests.bridges.test_kit import request
 
 SAID = f"{GRAPHS}:said"
@@ -63,31 +71,23 @@ async def test_a_thread_made_elsewhere_is_listed_with_its_ask(
     thread = (await client.threads.create())["thread_id"]
     await drained(client.runs.stream(thread, "bare", input={"said": ["hi"]}))
     [waiting] = (await client.threads.get_state(thread))["interrupts"]
-    rig = Served(folder, server, "bare", input=SAID)
-    wire = await rig.open()
-    try:
+    async with Served(folder, server, "bare", input=SAID) as wire:
         [ask] = await wire.asks(thread, 1)  # the thread is a conversation, its interrupt an ask
         assert (ask["id"], ask["title"]) == (f"{thread}:{waiting['id']}", "What is your name?")
         _, result = await wire.reply(ask, {"text": "Ada"})
         assert result["outcome"] == "accepted"
         await wire.items(thread, lambda i: "Hello, Ada" in texts(i))
         assert (await client.threads.get_state(thread))["interrupts"] == []
-    finally:
-        await rig.close()
 
 
 async def test_a_conversation_from_the_phone_is_a_thread_and_its_runs(
     folder: Path, server: str, client: Any
 ) -> None:
-    rig = Served(folder, server, "chat")
-    wire = await rig.open()
-    try:
+    async with Served(folder, server, "chat") as wire:
         conv = await wire.start()
         thread = await client.threads.get(conv)  # the server's own thread
         assert thread["thread_id"] == conv
         await two_turns(wire, conv)
-    finally:
-        await rig.close()
 
 
 @pytest.mark.parametrize(("option", "status", "effects"), [
@@ -97,9 +97,7 @@ async def test_a_conversation_from_the_phone_is_a_thread_and_its_runs(
 async def test_a_tool_approval_allowed_or_denied(
     folder: Path, server: str, client: Any, option: str, status: str, effects: list[str]
 ) -> None:
-    rig = Served(folder, server, "per_call")
-    wire = await rig.open()
-    try:
+    async with Served(folder, server, "per_call") as wire:
         conv = await wire.start()
         await wire.say(conv, "mail ada")
         [ask] = await wire.asks(conv, 1)
@@ -113,8 +111,6 @@ async def test_a_tool_approval_allowed_or_denied(
         assert lines(folder) == effects
         _, stale = await wire.reply(ask, {"option": option})  # a stale id: never accepted
         assert stale["outcome"] != "accepted"
-    finally:
-        await rig.close()
 
 
 async def test_two_parallel_interrupts_by_id_and_a_restart_between_the_legs(
@@ -171,9 +167,7 @@ async def test_stop_cancels_the_run_on_the_server(folder: Path, server: str, cli
 async def test_an_interrupt_resumed_by_another_client_is_decided(
     folder: Path, server: str, client: Any
 ) -> None:
-    rig = Served(folder, server, "bare", input=SAID, poll=0.1)
-    wire = await rig.open()
-    try:
+    async with Served(folder, server, "bare", input=SAID, poll=0.1) as wire:
         conv = await wire.start()
         await wire.say(conv, "hi")
         [ask] = await wire.asks(conv, 1)
@@ -184,22 +178,29 @@ async def test_an_interrupt_resumed_by_another_client_is_decided(
         _, result = await wire.reply(ask, {"text": "Ada"})
         assert result["outcome"] == "decided"  # never accepted: another client moved it on
         assert (await client.threads.get_state(conv))["values"]["out"] == "Hello, Bob"
-    finally:
-        await rig.close()
 
 
 async def test_a_deadline_from_the_assistants_configuration(
     folder: Path, server: str, client: Any
 ) -> None:
     made = await client.assistants.create("bare", config={"configurable": {"collie_deadline_s": 1}})
-    rig = Served(folder, server, made["assistant_id"], input=SAID)
-    wire = await rig.open()
-    try:
+    async with Served(folder, server, made["assistant_id"], input=SAID) as wire:
+        await expires(wire)
+
+
+async def test_stop_while_an_approval_waits_rejects_it(
+    folder: Path, server: str, client: Any
+) -> None:
+    async with Served(folder, server, "per_call") as wire:
         conv = await wire.start()
-        await wire.say(conv, "hi")
-        [ask] = await wire.asks(conv, 1)
-        assert ask["deadline"]  # the phone shows "Expires in …"
-        await wire.items(conv, lambda i: "Hello, None" in texts(i))  # expired: resumed with None
-        await asyncio.sleep(0)
-    finally:
-        await rig.close()
+        await wire.say(conv, "mail ada")
+        await wire.asks(conv, 1)
+        body = {"request_id": rid(), "turn": 1}
+        got, result = await request(wire.sock, "POST", f"/conversations/{conv}/stop", body)
+        assert (got, result["outcome"]) == (200, "accepted")
+        items = await wire.items(conv, lambda i: "Done." in texts(i))  # the graph went on
+        tool = next(i for i in items if i["kind"] == "tool")
+        assert (tool["name"], tool["status"]) == ("send_email", "failed")
+        assert "Stopped from the phone" in tool["output"]
+        assert lines(folder) == []
+        assert (await client.threads.get_state(conv))["interrupts"] == []
