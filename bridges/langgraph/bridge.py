@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from bridges import kit
 from bridges.kit.fit import label, safe_id
 from bridges.langgraph import mapping
-from bridges.langgraph.backend import Backend, input_builder
+from bridges.langgraph.backend import Backend, Snapshot, input_builder
 from bridges.langgraph.mapping import AskPlan, Unfit
 from bridges.langgraph.stream import Stream
 from wire.agent import Agent, AskHandle, ConversationHandle, SendMessage, Starter
@@ -133,11 +133,12 @@ class LangGraphBridge(kit.AgentBridge):
 
     # --- the thread's pending interrupts as asks ------------------------------------------
 
-    async def sync(self, conv: ConversationHandle) -> bool:
-        """Raise (or change) an ask per pending interrupt; an ask whose interrupt went without
-        our resume is ``decided``. Call with the thread's lock held. False (nothing done):
-        a run goes on elsewhere, its interrupts are read once it ends."""
-        snapshot = await self.backend.snapshot(conv.id)
+    async def sync(self, conv: ConversationHandle, snapshot: Snapshot | None = None) -> bool:
+        """Raise (or change) an ask per pending interrupt (of ``snapshot``, if read just now);
+        an ask whose interrupt went without our resume is ``decided``. Call with the thread's
+        lock held. False (nothing done): a run goes on elsewhere, its interrupts are read once
+        it ends."""
+        snapshot = snapshot or await self.backend.snapshot(conv.id)
         if snapshot.busy:
             return False
         wanted: dict[str, AskPlan] = {}
@@ -313,6 +314,7 @@ class LangGraphBridge(kit.AgentBridge):
         if not stream.said and not snapshot.pending:
             await stream.final_state(snapshot.values)
         for _ in range(SETTLE):  # a server may call the thread busy a moment after its run
-            if await self.sync(conv):
+            if await self.sync(conv, snapshot):
                 break
             await asyncio.sleep(0.1)
+            snapshot = await self.backend.snapshot(conv.id)

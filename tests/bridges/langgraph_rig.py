@@ -5,19 +5,14 @@ Agent Server), and a raw wire client."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import os
 import secrets
-import socket
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
-
-import aiohttp
 
 from bridges.kit import AgentBridge
 from bridges.langgraph.backend import InProcess as Local
@@ -185,52 +180,6 @@ async def spawn(folder: Path, graph: str, env: dict[str, str]) -> asyncio.subpro
     line = await asyncio.wait_for(proc.stdout.readline(), 60)
     assert b"serving" in line, line
     return proc
-
-
-GRAPH_NAMES = ("chat", "per_call", "batched", "parallel", "two_in_one", "bare", "slow", "soon")
-DEV = "COLLIE_LANGGRAPH_DEV"  # the command of ``langgraph dev`` (langgraph-cli[inmem]), if any
-
-
-async def agent_server(folder: Path, env: dict[str, str]) -> tuple[str, asyncio.subprocess.Process]:
-    """An Agent Server on loopback serving the fixture graphs: ``langgraph dev`` when the
-    environment names its command in ``COLLIE_LANGGRAPH_DEV``, else the fake of its HTTP API
-    (``fixtures.langgraph.server``). Its URL and process, once it answers."""
-    full = {**os.environ, "PYTHONPATH": str(REPO), **env}
-    dev = os.environ.get(DEV)
-    if not dev:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "fixtures.langgraph.server", env=full,
-            stdout=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-        assert line.startswith("serving "), line
-        return line.split()[1], proc
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    graphs = {name: f"{GRAPHS}:{name}" for name in GRAPH_NAMES}
-    (folder / "langgraph.json").write_text(
-        json.dumps({"dependencies": [str(REPO)], "graphs": graphs})
-    )
-    quiet = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"}
-    proc = await asyncio.create_subprocess_exec(
-        dev, "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
-        cwd=folder, env={**full, **quiet},
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    loop = asyncio.get_running_loop()
-    end = loop.time() + 90
-    async with aiohttp.ClientSession() as http:
-        while True:
-            with contextlib.suppress(aiohttp.ClientError):
-                async with http.get(f"{url}/ok") as got:
-                    if got.status == 200:
-                        return url, proc
-            assert proc.returncode is None, "langgraph dev stopped"
-            assert loop.time() < end, "langgraph dev did not start"
-            await asyncio.sleep(0.2)
 
 
 @dataclass

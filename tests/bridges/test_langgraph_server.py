@@ -13,10 +13,10 @@ import pytest
 from langgraph_sdk import get_client
 
 from fixtures.agents.harness import short_dir
+from fixtures.langgraph.server import launch
 from tests.bridges.langgraph_rig import (
     GRAPHS,
     Served,
-    agent_server,
     expires,
     rid,
     texts,
@@ -37,7 +37,7 @@ async def folder() -> AsyncIterator[Path]:
 @pytest.fixture
 async def server(folder: Path) -> AsyncIterator[str]:
     env = {"LANGGRAPH_EFFECTS": str(folder / "effects"), "LANGGRAPH_HANG": str(folder / "hang")}
-    url, proc = await agent_server(folder, env)
+    url, proc = await launch(folder, env)
     try:
         yield url
     finally:
