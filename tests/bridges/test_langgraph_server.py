@@ -204,3 +204,30 @@ async def test_stop_while_an_approval_waits_rejects_it(
         assert "Stopped from the phone" in tool["output"]
         assert lines(folder) == []
         assert (await client.threads.get_state(conv))["interrupts"] == []
+
+
+async def test_a_run_outlives_the_bridge(folder: Path, server: str, client: Any) -> None:
+    (folder / "hang").touch()
+    rig = Served(folder, server, "slow", input=SAID, poll=0.1)
+    wire = await rig.open()
+    try:
+        conv = await wire.start()
+        await wire.say(conv, "go")
+
+        async def running() -> bool:
+            runs = await client.runs.list(conv)
+            return bool(runs) and runs[0]["status"] == "running"
+
+        await until(running)
+        await rig.close()  # the bridge goes; the run does not
+        (folder / "hang").unlink()
+
+        async def done() -> bool:
+            return lines(folder) == ["slow done"]  # the node ran to its end, on the server
+
+        await until(done)
+        wire = await rig.open()
+        assert (await client.runs.list(conv))[0]["status"] == "success"
+        assert (await wire.read(conv))["id"] == conv  # the same conversation, read again
+    finally:
+        await rig.close()
