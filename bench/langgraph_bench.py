@@ -94,7 +94,7 @@ async def server_rounds(tmp: Path, count: int) -> tuple[list[float], list[float]
 
     from fixtures.langgraph.server import launch
 
-    url, proc = await launch(tmp, {}, ("looping",))
+    url, proc = await launch(tmp, {}, {"looping": "fixtures.langgraph.graphs:looping"})
     client = get_client(url=url)
     try:
         served = await bridge_rounds(tmp, count, Server(url, "looping", None), "server")

@@ -122,6 +122,19 @@ async def expires(wire: Wire) -> None:
     assert late["outcome"] == "expired"
 
 
+async def deploys(wire: Wire) -> None:
+    """The guide's example graph (``docs/examples/graphs/deploy.py``), as the guide runs it."""
+    conv = await wire.start()
+    await wire.say(conv, "v2")
+    [allow] = await wire.asks(conv, 1)
+    assert (allow["kind"], allow["title"]) == ("permission", "Deploy v2 to production?")
+    await wire.reply(allow, {"option": "allow"})
+    [scale] = await wire.asks(conv, 1)
+    assert scale["kind"] == "form"
+    await wire.reply(scale, {"fields": {"replicas": "3"}})
+    await wire.items(conv, lambda i: "Deployed v2 on 3 replicas." in texts(i))
+
+
 def texts(items: list[dict[str, Any]], kind: str = "reply") -> list[str]:
     """The texts of the items of ``kind``."""
     return [i.get("text", "") for i in items if i["kind"] == kind]

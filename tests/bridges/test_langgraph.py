@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.agents.harness import short_dir
-from tests.bridges.langgraph_rig import GRAPHS, InProcess, Wire, expires, texts, two_turns
+from tests.bridges.langgraph_rig import GRAPHS, InProcess, Wire, deploys, expires, texts, two_turns
 
 
 @pytest.fixture
@@ -319,17 +319,8 @@ async def test_kill_9_inside_a_resumed_node_asks_again_with_a_notice(
 
 async def test_the_guides_example_graph(folder: Path) -> None:
     rig = InProcess(folder, "", graph_spec="docs.examples.graphs.deploy:graph")
-    wire = await rig.open()
     try:
-        conv = await wire.start()
-        await wire.say(conv, "v2")
-        [allow] = await wire.asks(conv, 1)
-        assert (allow["kind"], allow["title"]) == ("permission", "Deploy v2 to production?")
-        await wire.reply(allow, {"option": "allow"})
-        [scale] = await wire.asks(conv, 1)
-        assert scale["kind"] == "form"
-        await wire.reply(scale, {"fields": {"replicas": "3"}})
-        await wire.items(conv, lambda i: "Deployed v2 on 3 replicas." in texts(i))
+        await deploys(await rig.open())
     finally:
         await rig.close()
 

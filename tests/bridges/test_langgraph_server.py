@@ -17,6 +17,7 @@ from fixtures.langgraph.server import launch
 from tests.bridges.langgraph_rig import (
     GRAPHS,
     Served,
+    deploys,
     expires,
     rid,
     texts,
@@ -231,3 +232,13 @@ async def test_a_run_outlives_the_bridge(folder: Path, server: str, client: Any)
         assert (await wire.read(conv))["id"] == conv  # the same conversation, read again
     finally:
         await rig.close()
+
+
+async def test_the_guides_example_graph_on_a_server(folder: Path) -> None:
+    url, proc = await launch(folder, {}, {"agent": "docs.examples.graphs.deploy:graph"})
+    try:
+        async with Served(folder, url, "agent") as wire:
+            await deploys(wire)
+    finally:
+        proc.terminate()
+        await proc.wait()
