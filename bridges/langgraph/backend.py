@@ -32,6 +32,7 @@ class Snapshot(NamedTuple):
     values: Any
     pending: list[Pending]
     busy: bool = False
+    mark: str | None = None  # the checkpoint's id: another one, another state
 
 
 class Backend(Protocol):
@@ -40,6 +41,7 @@ class Backend(Protocol):
 
     runtime: str  # the hello's runtime
     stoppable: bool  # Stop cancels the running leg (the ``stop`` feature)
+    shared: bool  # other clients run the threads too (their messages are shown on reading)
     poll: float | None  # seconds between two readings of every thread, if any
     deadline: float | None  # seconds an ask waits, if the graph's configuration names it
 
@@ -104,6 +106,7 @@ class InProcess:
     ``durability="sync"``."""
 
     stoppable: bool = False  # a run in this process cannot be cancelled safely at any point
+    shared: bool = False
     poll: float | None = None
 
     def __init__(self, graph: str, checkpoints: Path) -> None:

@@ -36,6 +36,7 @@ ATTEMPT = (
 )
 FAILED = "The graph failed: {error}"
 NEW = "New thread"
+HISTORY = 50  # a thread's last messages shown when it is read again
 SETTLE = 50  # readings, 0.1 s apart, of a thread still busy after the leg it ran
 BUSY = "the thread is running elsewhere; answer once it stops"
 
@@ -82,6 +83,7 @@ class LangGraphBridge(kit.AgentBridge):
         self.plans: dict[str, AskPlan] = {}
         self.locks: dict[str, asyncio.Lock] = {}
         self.watched: set[str] = set()
+        self.marks: dict[str, str] = {}  # thread → the checkpoint whose messages are shown
         self.closing = False
         self.agent.on_start(self._on_start)
         self.agent.on_message(self._on_message)
@@ -119,7 +121,22 @@ class LangGraphBridge(kit.AgentBridge):
             if lock.locked() and not busy_too:
                 continue
             async with lock:
-                await self.sync(conv)
+                snapshot = await self.backend.snapshot(conv.id)
+                if self.backend.shared and not snapshot.busy:
+                    await self.catch_up(conv, snapshot)
+                await self.sync(conv, snapshot)
+
+    async def catch_up(self, conv: ConversationHandle, snapshot: Snapshot) -> None:
+        """Show the thread's last messages the conversation lacks (made while the bridge was
+        away, by another client, or before the thread was listed), once per checkpoint."""
+        if snapshot.mark is not None and self.marks.get(conv.id) == snapshot.mark:
+            return
+        values = snapshot.values
+        messages = values.get("messages") if isinstance(values, dict) else None
+        if isinstance(messages, list):
+            await Stream(conv).history(messages[-HISTORY:])
+        if snapshot.mark is not None:
+            self.marks[conv.id] = snapshot.mark
 
     async def _poll(self, every: float) -> None:
         """Read every thread again each ``every`` seconds: interrupts raised or resolved by

@@ -26,6 +26,7 @@ class Server:
     an Agent Server at ``url``."""
 
     stoppable: bool = True
+    shared: bool = True
 
     def __init__(self, url: str, assistant: str, poll: float | None = 5.0) -> None:
         self.url, self.assistant, self.poll = url, assistant, poll
@@ -88,7 +89,8 @@ class Server:
                 iid, Pending(iid, i.get("value"), schema if isinstance(schema, dict) else None)
             )
         busy = (await self.client.threads.get(thread)).get("status") == "busy"
-        return Snapshot(state.get("values"), list(pending.values()), busy)
+        mark = state.get("checkpoint_id") or (state.get("checkpoint") or {}).get("checkpoint_id")
+        return Snapshot(state.get("values"), list(pending.values()), busy, mark)
 
     async def stream(
         self, thread: str, given: Any, resume: dict[str, Any] | None

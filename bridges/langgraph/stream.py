@@ -36,6 +36,12 @@ def text_of(message: Any) -> str:
     )
 
 
+def reply_id(message_id: str) -> str | None:
+    """The id of the reply item of the AI message ``message_id`` (a message is shown once);
+    ``None`` for a message without an id."""
+    return safe_id("m", message_id) if message_id not in ("", "None") else None
+
+
 class Stream:
     """One leg's output in a conversation."""
 
@@ -44,6 +50,10 @@ class Stream:
         self.replies: dict[str, ItemHandle] = {}
         self.tools: dict[str, ItemHandle] = {}
         self.said = False
+
+    def shown(self, item_id: str | None) -> bool:
+        """Whether the conversation has the item ``item_id`` already."""
+        return item_id is not None and any(item.id == item_id for item in self.conv.items)
 
     async def chunk(self, message: Any) -> None:
         """A chunk of an AI message: a delta of its reply."""
@@ -55,7 +65,7 @@ class Stream:
         key = str(field(message, "id"))
         item = self.replies.get(key)
         if item is None:
-            item = await self.conv.append(kind="reply", final=False)
+            item = await self.conv.append(kind="reply", final=False, id=reply_id(key))
             self.replies[key] = item
         await item.delta(text)
         self.said = True
@@ -73,16 +83,21 @@ class Stream:
         if kind == "ai":
             text = text_of(message)
             key = str(field(message, "id"))
-            if text and key not in self.replies:
-                self.replies[key] = await self.conv.append(kind="reply", text=text)
+            if text and key not in self.replies and not self.shown(reply_id(key)):
+                self.replies[key] = await self.conv.append(
+                    kind="reply", text=text, id=reply_id(key)
+                )
                 self.said = True
             for call in field(message, "tool_calls") or []:
-                await self.tool_call(call)
+                if not self.earlier(call.get("id") or call.get("name")):
+                    await self.tool_call(call)
         elif kind == "tool":
             call_id = field(message, "tool_call_id")
             item = self.tools.get(str(call_id)) or self.earlier(call_id)
             if item is None:
                 item = await self.tool_call({"id": call_id, "name": field(message, "name")})
+            elif item.item.status in ("done", "failed"):
+                return  # shown before (a thread read again)
             failed = field(message, "status", "success") == "error"
             content = field(message, "content")
             output = content if isinstance(content, str) else json.dumps(content, default=str)
@@ -92,7 +107,8 @@ class Stream:
             self.said = True
 
     def earlier(self, raw: object) -> ItemHandle | None:
-        """The tool item of an earlier leg (before the interrupt) for the call ``raw``."""
+        """The tool item of an earlier leg (before the interrupt, or before the bridge went)
+        for the call ``raw``."""
         call_id = safe_id("call", str(raw))
         for seq in range(len(self.conv.items) - 1, -1, -1):
             item = self.conv.items[seq]
@@ -119,6 +135,12 @@ class Stream:
             if not item.item.final:
                 with contextlib.suppress(Exception):
                     await item.finish()
+
+    async def history(self, messages: list[Any]) -> None:
+        """Whole messages of the thread that the conversation may lack (made while the bridge
+        was away, or before it listed the thread): each shown once."""
+        for message in messages:
+            await self.message(message)
 
     async def final_state(self, values: Any) -> None:
         """A graph with no messages: its final state's text."""

@@ -242,3 +242,29 @@ async def test_the_guides_example_graph_on_a_server(folder: Path) -> None:
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def test_messages_made_elsewhere_are_shown_once(
+    folder: Path, server: str, client: Any
+) -> None:
+    thread = (await client.threads.create(metadata={"graph_id": "chat"}))["thread_id"]
+    said: Any = {"messages": [{"role": "user", "content": "hi from elsewhere"}]}
+    await drained(client.runs.stream(thread, "chat", input=said))
+    rig = Served(folder, server, "chat", poll=0.1)
+    async with rig as wire:
+        await wire.items(thread, lambda i: "You said: hi from elsewhere" in texts(i))
+        assert (await wire.read(thread))["title"] == "hi from elsewhere"
+        again: Any = {"messages": [{"role": "user", "content": "and again"}]}
+        await drained(client.runs.stream(thread, "chat", input=again))  # the bridge not told
+        await wire.items(thread, lambda i: "You said: and again" in texts(i))
+        await wire.say(thread, "from the phone")
+        await wire.items(thread, lambda i: "You said: from the phone" in texts(i))
+        last = (await client.threads.get_state(thread))["checkpoint"]["checkpoint_id"]
+
+        async def read_again() -> bool:  # the last state read by the bridge's polling too
+            return rig.bridge is not None and rig.bridge.marks.get(thread) == last
+
+        await until(read_again)
+        items = (await wire.read(thread))["items"]
+        assert texts(items).count("You said: and again") == 1
+        assert texts(items).count("You said: from the phone") == 1
