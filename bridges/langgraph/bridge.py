@@ -30,6 +30,7 @@ from wire.messages import Answer, Ask, Reply, ReplyResult
 log = logging.getLogger(__name__)
 
 WAITING = "The graph waits for an answer above; the message was not sent to it."
+RUNNING = "The thread is running elsewhere; the message was not sent to it."
 ATTEMPT = (
     "The graph stopped while it acted on your answer to “{title}”, and asks again. What your "
     "earlier answer did before it stopped is not known."
@@ -299,8 +300,9 @@ class LangGraphBridge(kit.AgentBridge):
     async def _on_message(self, conv: ConversationHandle, msg: SendMessage) -> None:
         """The thread's next turn; refused while an interrupt waits (never a bare run)."""
         async with self.lock(conv.id):
-            if (await self.backend.snapshot(conv.id)).pending:
-                await kit.notice(conv, WAITING)
+            snapshot = await self.backend.snapshot(conv.id)
+            if snapshot.busy or snapshot.pending:
+                await kit.notice(conv, RUNNING if snapshot.busy else WAITING)
                 return
             await self.run(conv, self.make_input(msg.text))
 

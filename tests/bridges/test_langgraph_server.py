@@ -221,6 +221,11 @@ async def test_a_run_outlives_the_bridge(folder: Path, server: str, client: Any)
 
         await until(running)
         await rig.close()  # the bridge goes; the run does not
+        wire = await rig.open()
+        await wire.say(conv, "more")  # the run the bridge no longer streams goes on
+        notices = await wire.items(conv, lambda i: bool(texts(i, "notice")))
+        assert "running elsewhere" in texts(notices, "notice")[0]
+        await rig.close()
         (folder / "hang").unlink()
 
         async def done() -> bool:
