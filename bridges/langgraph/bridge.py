@@ -122,10 +122,13 @@ class LangGraphBridge(kit.AgentBridge):
             if lock.locked() and not busy_too:
                 continue
             async with lock:
-                snapshot = await self.backend.snapshot(conv.id)
-                if self.backend.shared and not snapshot.busy:
-                    await self.catch_up(conv, snapshot)
-                await self.sync(conv, snapshot)
+                try:
+                    snapshot = await self.backend.snapshot(conv.id)
+                    if self.backend.shared and not snapshot.busy:
+                        await self.catch_up(conv, snapshot)
+                    await self.sync(conv, snapshot)
+                except Exception as exc:  # one thread unreadable: the others still are
+                    log.warning("reading thread %s failed: %s", conv.id, exc)
 
     async def catch_up(self, conv: ConversationHandle, snapshot: Snapshot) -> None:
         """Show the thread's last messages the conversation lacks (made while the bridge was

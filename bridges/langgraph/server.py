@@ -77,7 +77,14 @@ class Server:
         return str(made["thread_id"])
 
     async def snapshot(self, thread: str) -> Snapshot:
-        state = await self.client.threads.get_state(thread)
+        """The thread's state on the server; a thread deleted there has nothing waiting."""
+        from langgraph_sdk.errors import NotFoundError
+
+        try:
+            state = await self.client.threads.get_state(thread)
+            status = (await self.client.threads.get(thread)).get("status")
+        except NotFoundError:
+            return Snapshot({}, [])
         raw = list(state.get("interrupts") or [])
         for task in state.get("tasks") or []:
             raw += task.get("interrupts") or []
@@ -88,9 +95,8 @@ class Server:
             pending.setdefault(
                 iid, Pending(iid, i.get("value"), schema if isinstance(schema, dict) else None)
             )
-        busy = (await self.client.threads.get(thread)).get("status") == "busy"
         mark = state.get("checkpoint_id") or (state.get("checkpoint") or {}).get("checkpoint_id")
-        return Snapshot(state.get("values"), list(pending.values()), busy, mark)
+        return Snapshot(state.get("values"), list(pending.values()), status == "busy", mark)
 
     async def stream(
         self, thread: str, given: Any, resume: dict[str, Any] | None

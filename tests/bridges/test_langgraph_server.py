@@ -273,3 +273,16 @@ async def test_messages_made_elsewhere_are_shown_once(
         items = (await wire.read(thread))["items"]
         assert texts(items).count("You said: and again") == 1
         assert texts(items).count("You said: from the phone") == 1
+
+
+async def test_a_thread_deleted_on_the_server_ends_its_asks(
+    folder: Path, server: str, client: Any
+) -> None:
+    async with Served(folder, server, "bare", input=SAID) as wire:
+        conv = await wire.start()
+        await wire.say(conv, "hi")
+        [ask] = await wire.asks(conv, 1)
+        await client.threads.delete(conv)
+        _, result = await wire.reply(ask, {"text": "Ada"})
+        assert result["outcome"] == "not_open"  # never accepted
+        assert (await wire.read(conv)).get("asks", []) == []
