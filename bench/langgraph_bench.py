@@ -4,8 +4,10 @@ Run: ``python bench/langgraph_bench.py [--rounds N] [--words N]``.
 
 Round trip: an answer posted (``POST /asks/{id}/reply`` on the Unix socket) until the next
 ask is listed (``GET /conversations/{id}``), through the bridge (the graph resumed by id, run
-to its next ``interrupt()``, the ask raised) and, in the same run, from an SDK agent that
-raises its next ask when the last is answered (the baseline). Streaming: a fake model's reply
+to its next ``interrupt()``, the ask raised) in-process and as the client of an Agent Server
+on loopback (the fake of its HTTP API, or ``langgraph dev`` when ``COLLIE_LANGGRAPH_DEV``
+names its command) and, in the same run, from an SDK agent that raises its next ask when the
+last is answered (the baseline). Streaming: a fake model's reply
 of ``--words`` words, chunks per second through the bridge (each chunk a ``reply`` delta)
 beside the graph's own ``astream(stream_mode="messages")``.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import secrets
 import time
 from pathlib import Path
@@ -22,7 +25,10 @@ from typing import Any
 import aiohttp
 
 from bench._common import bench_main, heading, pct, ratio, row, short_dir
+from bridges.langgraph.backend import Backend, InProcess
 from bridges.langgraph.bridge import LangGraphBridge
+from bridges.langgraph.server import Server
+from fixtures.langgraph.server import DEV
 from wire.agent import Agent
 
 
@@ -60,25 +66,59 @@ async def start_thread(session: aiohttp.ClientSession, text: str) -> str:
     return conv
 
 
-async def bridge_rounds(tmp: Path, count: int) -> list[float]:
+async def bridge_rounds(tmp: Path, count: int, backend: Backend, name: str) -> list[float]:
+    """Round trips through the bridge on ``backend`` (serving the ``looping`` graph)."""
     bridge = LangGraphBridge(
-        graph="fixtures.langgraph.graphs:looping",
-        checkpoints=tmp / "g.sqlite",
-        state=tmp / "b.db",
-        input="fixtures.langgraph.graphs:said",
+        backend, state=tmp / f"{name}.db", input="fixtures.langgraph.graphs:said"
     )
     await bridge.start()
-    runner = await bridge.serve_unix(tmp / "b.sock")
+    sock = tmp / f"{name}.sock"
+    runner = await bridge.serve_unix(sock)
     samples: list[float] = []
     try:
-        conn = aiohttp.UnixConnector(path=str(tmp / "b.sock"))
+        conn = aiohttp.UnixConnector(path=str(sock))
         async with aiohttp.ClientSession(base_url="http://agent", connector=conn) as session:
             conv = await start_thread(session, "go")
-        await rounds(tmp / "b.sock", conv, count, samples)
+        await rounds(sock, conv, count, samples)
     finally:
         await runner.close()
         await bridge.close()
     return samples
+
+
+async def server_rounds(tmp: Path, count: int) -> tuple[list[float], list[float]]:
+    """Round trips through the bridge as an Agent Server's client (the fake server, or
+    ``langgraph dev`` when ``COLLIE_LANGGRAPH_DEV`` names it), the server on loopback; and
+    the server's own: a resume by a bare ``langgraph-sdk`` client until the next interrupt."""
+    from langgraph_sdk import get_client
+
+    from fixtures.langgraph.server import launch
+
+    url, proc = await launch(tmp, {}, {"looping": "fixtures.langgraph.graphs:looping"})
+    client = get_client(url=url)
+    try:
+        served = await bridge_rounds(tmp, count, Server(url, "looping", None), "server")
+        thread = (await client.threads.create())["thread_id"]
+        given: Any = {"said": ["go"]}
+        await drain(client.runs.stream(thread, "looping", input=given))
+        own: list[float] = []
+        for _ in range(count):
+            started = time.perf_counter()
+            [waiting] = (await client.threads.get_state(thread))["interrupts"]
+            command: Any = {"resume": {waiting["id"]: "go"}}
+            await drain(client.runs.stream(thread, "looping", command=command))
+            own.append((time.perf_counter() - started) * 1000)
+        return served, own
+    finally:
+        await client.aclose()
+        proc.terminate()
+        await proc.wait()
+
+
+async def drain(parts: Any) -> None:
+    """A run's stream read to its end."""
+    async for _ in parts:
+        pass
 
 
 async def sdk_rounds(tmp: Path, count: int) -> list[float]:
@@ -118,7 +158,7 @@ async def streamed(tmp: Path, words: int) -> tuple[float, float, int]:
         chunks += 1
     own_rate = chunks / (time.perf_counter() - started)
     bridge = LangGraphBridge(
-        graph="fixtures.langgraph.graphs:chat", checkpoints=tmp / "s.sqlite", state=tmp / "s.db"
+        InProcess("fixtures.langgraph.graphs:chat", tmp / "s.sqlite"), state=tmp / "s.db"
     )
     await bridge.start()
     runner = await bridge.serve_unix(tmp / "s.sock")
@@ -142,11 +182,16 @@ async def streamed(tmp: Path, words: int) -> tuple[float, float, int]:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     with short_dir("lg-") as tmp:
-        bridge = await bridge_rounds(tmp, args.rounds)
+        local = InProcess("fixtures.langgraph.graphs:looping", tmp / "g.sqlite")
+        bridge = await bridge_rounds(tmp, args.rounds, local, "local")
+        served, own = await server_rounds(tmp, args.rounds)
         sdk = await sdk_rounds(tmp, args.rounds)
         bridge_rate, own_rate, chunks = await streamed(tmp, args.words)
     return {
         "bridge": bridge,
+        "served": served,
+        "own": own,
+        "server": "langgraph dev" if os.environ.get(DEV) else "the fake Agent Server",
         "sdk": sdk,
         "bridge_rate": bridge_rate,
         "own_rate": own_rate,
@@ -157,10 +202,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def report(results: dict[str, Any], args: argparse.Namespace) -> None:
     heading(f"interrupt round trip, answer to next ask, {results['rounds']} each")
-    bridge, sdk = results["bridge"], results["sdk"]
-    for label, samples in (("through the LangGraph bridge", bridge), ("an SDK agent", sdk)):
+    bridge, served, sdk = results["bridge"], results["served"], results["sdk"]
+    for label, samples in (
+        ("through the LangGraph bridge, in-process", bridge),
+        (f"through the bridge, server mode ({results['server']})", served),
+        ("the same server, a bare langgraph-sdk resume", results["own"]),
+        ("an SDK agent", sdk),
+    ):
         row(label, f"p50 {pct(samples, 50):.2f} ms, p99 {pct(samples, 99):.2f} ms")
-    row("ratio p50", ratio(pct(bridge, 50), pct(sdk, 50)))
+    row("ratio p50, in-process / SDK", ratio(pct(bridge, 50), pct(sdk, 50)))
+    row("ratio p50, server mode / SDK", ratio(pct(served, 50), pct(sdk, 50)))
+    row("ratio p50, server mode / bare resume", ratio(pct(served, 50), pct(results["own"], 50)))
     heading(f"a streamed reply, {results['chunks']} chunks")
     row("through the bridge", f"{results['bridge_rate']:.0f} chunks/s")
     row("the graph's own astream()", f"{results['own_rate']:.0f} chunks/s")

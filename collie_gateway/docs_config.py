@@ -71,6 +71,9 @@ ENVIRONMENT_FOR_TESTS: dict[str, str] = {
     "COLLIE_WEB_SHOTS": "Where the browser tests write a screenshot of every screen (default: "
     "`collie-web-shots` in the temp folder).",
     "COLLIE_GOLDEN_WRITE": "Set to rewrite the golden traces the rooms' tests compare with.",
+    "COLLIE_LANGGRAPH_DEV": "The `langgraph` command (langgraph-cli[inmem], in an environment of "
+    "its own) the LangGraph server-mode tests and bench run as `langgraph dev`; without it they "
+    "run against the fake of the Agent Server's HTTP API.",
 }
 
 

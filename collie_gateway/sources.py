@@ -413,24 +413,51 @@ _BRIDGES: dict[str, Callable[[str, object, str], BridgeCommand]] = {
 
 
 _LANGGRAPH_KEYS = frozenset({"graph", "checkpoints", "input", "socket", "state"})
+_LANGGRAPH_SERVER_KEYS = frozenset({"url", "assistant", "input", "poll", "socket", "state"})
 
 
 def _langgraph_bridge(name: str, spec: object, where: str, beside: Path) -> BridgeCommand:
     """``{"langgraph": {"graph": "my_pkg.agent:graph", "checkpoints": "graphs.sqlite",
     "input": "messages"}}``: the LangGraph bridge (``bridges.langgraph``) running the graph
-    in-process; a relative ``checkpoints`` is in ``beside`` (the gateway database's folder);
+    in-process; a relative ``checkpoints`` is in ``beside`` (the gateway database's folder).
+    ``{"langgraph": {"url": "http://127.0.0.1:2024", "assistant": "agent"}}``: the bridge a
+    client of that Agent Server (``poll``: seconds between two readings of its threads).
     ``socket`` and ``state`` default to ``~/.collie/agents/``."""
-    spec = _object(spec, where, _LANGGRAPH_KEYS, "graph")
-    graph, given = spec.get("graph"), spec.get("input", "messages")
-    if not isinstance(graph, str) or ":" not in graph:
-        raise SourcesError(f'{where}: "graph" must name the compiled graph as "module:name"')
+    served = isinstance(spec, dict) and "url" in spec
+    keys = _LANGGRAPH_SERVER_KEYS if served else _LANGGRAPH_KEYS
+    spec = _object(spec, where, keys, "graph" if not served else "url")
+    given = spec.get("input", "messages")
     if not isinstance(given, str) or not (given == "messages" or ":" in given):
         raise SourcesError(f'{where}: "input" must be "messages" or "module:name"')
+    mode = _langgraph_server(spec, where) if served else _langgraph_local(name, spec, where, beside)
+    socket = _path(spec.get("socket"), f'{where}: "socket"', AGENTS_DIR / f"{name}.sock")
+    state = _path(spec.get("state"), f'{where}: "state"', AGENTS_DIR / f"{name}.langgraph.db")
+    argv = (sys.executable, "-m", "bridges.langgraph", *mode, "--input", given)
+    files = ("--socket", str(socket), "--state", str(state))
+    return BridgeCommand(name=name, argv=(*argv, *files), socket=socket)
+
+
+def _langgraph_local(name: str, spec: dict[str, object], where: str, beside: Path) -> list[str]:
+    """The in-process mode's arguments: the graph, its checkpoints beside the database."""
+    graph = spec.get("graph")
+    if not isinstance(graph, str) or ":" not in graph:
+        raise SourcesError(f'{where}: "graph" must name the compiled graph as "module:name"')
     checkpoints = beside / _path(
         spec.get("checkpoints"), f'{where}: "checkpoints"', Path(f"{name}.graphs.sqlite")
     )
-    socket = _path(spec.get("socket"), f'{where}: "socket"', AGENTS_DIR / f"{name}.sock")
-    state = _path(spec.get("state"), f'{where}: "state"', AGENTS_DIR / f"{name}.langgraph.db")
-    argv = (sys.executable, "-m", "bridges.langgraph", "--graph", graph, "--input", given)
-    files = ("--checkpoints", str(checkpoints), "--socket", str(socket), "--state", str(state))
-    return BridgeCommand(name=name, argv=(*argv, *files), socket=socket)
+    return ["--graph", graph, "--checkpoints", str(checkpoints)]
+
+
+def _langgraph_server(spec: dict[str, object], where: str) -> list[str]:
+    """The server mode's arguments: the Agent Server's URL, the assistant, how often to poll."""
+    url, assistant, poll = spec.get("url"), spec.get("assistant"), spec.get("poll", 5)
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SourcesError(f'{where}: "url" must be the Agent Server\'s http:// or https:// URL')
+    if parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
+        raise SourcesError(f"{where}: url {url!r} must be https:// off loopback")
+    if not isinstance(assistant, str) or not assistant:
+        raise SourcesError(f'{where}: "assistant" must name an assistant or a graph')
+    if isinstance(poll, bool) or not isinstance(poll, int | float) or poll < 0:
+        raise SourcesError(f'{where}: "poll" must be a number of seconds (0: never)')
+    return ["--url", str(url), "--assistant", assistant, "--poll", str(poll)]

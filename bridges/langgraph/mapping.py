@@ -313,3 +313,17 @@ def _scalar(kind: object, raw: object, where: str) -> Any:
     if kind == "string" and not isinstance(raw, str):
         raise Unfit(f"{where} must be text")
     return raw
+
+
+UNANSWERED: Final = {
+    "expired": "Timed out before an answer.",
+    "stopped": "Stopped from the phone before an answer.",
+}
+
+
+def unanswered_value(p: AskPlan, how: str) -> Any:
+    """What an ask ended without an answer (``expired``, ``stopped``) resumes its interrupt
+    with: a tool approval is rejected, with a message; any other interrupt gets ``None``."""
+    if p.how in ("call", "batch"):
+        return {"type": "reject", "message": UNANSWERED[how]}
+    return None

@@ -1,5 +1,6 @@
 """The LangGraph bridge's test rig: the bridge serving a graph of ``fixtures/langgraph/graphs``
-on a real Unix socket (in this process, or as its own process), and a raw wire client."""
+on a real Unix socket (in this process, or as its own process; the graph run here, or on an
+Agent Server), and a raw wire client."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from typing import Any
 from urllib.parse import quote
 
 from bridges.kit import AgentBridge
+from bridges.langgraph.backend import InProcess as Local
 from bridges.langgraph.bridge import LangGraphBridge
+from bridges.langgraph.server import Server
 from tests.bridges.test_kit import request
 from wire.agent import AgentRunner
 
@@ -97,6 +100,41 @@ async def until(test: Callable[[], Awaitable[bool]]) -> None:
         await asyncio.sleep(0.02)
 
 
+async def two_turns(wire: Wire, conv: str) -> None:
+    """Two messages to the chat graph: its reply streamed and made final, then the thread's
+    next turn."""
+    await wire.say(conv, "hello there")
+    said = "You said: hello there"
+    await wire.items(conv, lambda i: any(x.get("text") == said and x.get("final", True) for x in i))
+    await wire.say(conv, "again")
+    await wire.items(conv, lambda i: "You said: again" in texts(i))
+
+
+async def expires(wire: Wire) -> None:
+    """A thread of the ``bare`` graph, its deadline 1 s: the ask shows it, expires, and the
+    interrupt is resumed with ``None``; a tap after is ``expired``."""
+    conv = await wire.start()
+    await wire.say(conv, "hi")
+    [ask] = await wire.asks(conv, 1)
+    assert ask["deadline"]  # the phone shows "Expires in …"
+    await wire.items(conv, lambda i: "Hello, None" in texts(i))
+    _, late = await wire.reply(ask, {"text": "Ada"})
+    assert late["outcome"] == "expired"
+
+
+async def deploys(wire: Wire) -> None:
+    """The guide's example graph (``docs/examples/graphs/deploy.py``), as the guide runs it."""
+    conv = await wire.start()
+    await wire.say(conv, "v2")
+    [allow] = await wire.asks(conv, 1)
+    assert (allow["kind"], allow["title"]) == ("permission", "Deploy v2 to production?")
+    await wire.reply(allow, {"option": "allow"})
+    [scale] = await wire.asks(conv, 1)
+    assert scale["kind"] == "form"
+    await wire.reply(scale, {"fields": {"replicas": "3"}})
+    await wire.items(conv, lambda i: "Deployed v2 on 3 replicas." in texts(i))
+
+
 def texts(items: list[dict[str, Any]], kind: str = "reply") -> list[str]:
     """The texts of the items of ``kind``."""
     return [i.get("text", "") for i in items if i["kind"] == kind]
@@ -111,6 +149,7 @@ class InProcess:
     input: str = "messages"
     graph_spec: str = ""  # a graph elsewhere than fixtures/langgraph/graphs
     bridge: LangGraphBridge | None = None
+    local: Local | None = None  # the bridge's graph, for another client of its threads
     runner: AgentRunner | None = None
 
     @property
@@ -118,12 +157,9 @@ class InProcess:
         return Wire(self.folder / "lg.sock")
 
     async def open(self) -> Wire:
-        self.bridge = LangGraphBridge(
-            graph=self.graph_spec or f"{GRAPHS}:{self.graph}",
-            checkpoints=self.folder / "graphs.sqlite",
-            state=self.folder / "lg.db",
-            input=self.input,
-        )
+        spec = self.graph_spec or f"{GRAPHS}:{self.graph}"
+        self.local = Local(spec, self.folder / "graphs.sqlite")
+        self.bridge = LangGraphBridge(self.local, state=self.folder / "lg.db", input=self.input)
         await self.bridge.start()
         self.runner = await self.bridge.serve_unix(self.folder / "lg.sock")
         return self.wire
@@ -157,3 +193,38 @@ async def spawn(folder: Path, graph: str, env: dict[str, str]) -> asyncio.subpro
     line = await asyncio.wait_for(proc.stdout.readline(), 60)
     assert b"serving" in line, line
     return proc
+
+
+@dataclass
+class Served:
+    """The bridge in this process, a client of an Agent Server; ``open()`` again after
+    ``close()`` is a restart."""
+
+    folder: Path
+    url: str
+    assistant: str
+    input: str = "messages"
+    poll: float | None = None
+    bridge: LangGraphBridge | None = None
+
+    @property
+    def wire(self) -> Wire:
+        return Wire(self.folder / "lg.sock")
+
+    async def open(self) -> Wire:
+        backend = Server(self.url, self.assistant, self.poll)
+        self.bridge = LangGraphBridge(backend, state=self.folder / "lg.db", input=self.input)
+        await self.bridge.start()
+        await self.bridge.serve_unix(self.folder / "lg.sock")
+        return self.wire
+
+    async def close(self) -> None:
+        if self.bridge is not None:
+            await self.bridge.close()
+        self.bridge = None
+
+    async def __aenter__(self) -> Wire:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.agents.harness import short_dir
-from tests.bridges.langgraph_rig import GRAPHS, InProcess, Wire, texts
+from tests.bridges.langgraph_rig import GRAPHS, InProcess, Wire, deploys, expires, texts, two_turns
 
 
 @pytest.fixture
@@ -40,13 +40,7 @@ async def test_a_thread_is_a_conversation_its_reply_streamed(folder: Path) -> No
     rig, wire = await opened(folder, "chat")
     try:
         conv = await wire.start()
-        await wire.say(conv, "hello there")
-        said = "You said: hello there"
-        await wire.items(
-            conv, lambda i: any(x.get("text") == said and x.get("final", True) for x in i)
-        )
-        await wire.say(conv, "again")  # the thread's next turn
-        await wire.items(conv, lambda i: "You said: again" in texts(i))
+        await two_turns(wire, conv)
     finally:
         await rig.close()
 
@@ -243,9 +237,9 @@ async def test_an_interrupt_gone_without_our_resume_is_decided(folder: Path) -> 
         conv = await wire.start()
         await wire.say(conv, "hi")
         [ask] = await wire.asks(conv, 1)
-        assert rig.bridge is not None  # another client moves the thread on
-        await rig.bridge.graph.aupdate_state(
-            rig.bridge.config(conv), {"out": "moved"}, as_node="bare"
+        assert rig.local is not None  # another client moves the thread on
+        await rig.local.graph.aupdate_state(
+            rig.local.config(conv), {"out": "moved"}, as_node="bare"
         )
         _, result = await wire.reply(ask, {"text": "Ada"})
         assert result["outcome"] == "not_open"  # never accepted
@@ -325,17 +319,8 @@ async def test_kill_9_inside_a_resumed_node_asks_again_with_a_notice(
 
 async def test_the_guides_example_graph(folder: Path) -> None:
     rig = InProcess(folder, "", graph_spec="docs.examples.graphs.deploy:graph")
-    wire = await rig.open()
     try:
-        conv = await wire.start()
-        await wire.say(conv, "v2")
-        [allow] = await wire.asks(conv, 1)
-        assert (allow["kind"], allow["title"]) == ("permission", "Deploy v2 to production?")
-        await wire.reply(allow, {"option": "allow"})
-        [scale] = await wire.asks(conv, 1)
-        assert scale["kind"] == "form"
-        await wire.reply(scale, {"fields": {"replicas": "3"}})
-        await wire.items(conv, lambda i: "Deployed v2 on 3 replicas." in texts(i))
+        await deploys(await rig.open())
     finally:
         await rig.close()
 
@@ -352,13 +337,21 @@ async def test_a_node_rerun_with_new_content_is_changed(
         await wire.say(conv, "go")
         old = {a["title"]: a for a in await wire.asks(conv, 2)}["Right, first?"]
         right.write_text("Right, second?")
-        assert rig.bridge is not None  # another client runs the thread: the node runs again
-        await rig.bridge.graph.ainvoke(None, rig.bridge.config(conv))
+        assert rig.local is not None  # another client runs the thread: the node runs again
+        await rig.local.graph.ainvoke(None, rig.local.config(conv))
         _, result = await wire.reply(old, {"text": "R"})
         assert result["outcome"] == "changed"  # checked before it was taken
         now = {a["title"]: a for a in await wire.asks(conv, 2)}["Right, second?"]
         assert (now["id"], now.get("version", 1)) == (old["id"], old.get("version", 1) + 1)
         _, result = await wire.reply(now, {"text": "R"})
         assert result["outcome"] == "accepted"
+    finally:
+        await rig.close()
+
+
+async def test_a_deadline_from_the_graphs_configuration(folder: Path) -> None:
+    rig = InProcess(folder, "soon", f"{GRAPHS}:said")  # collie_deadline_s: 1
+    try:
+        await expires(await rig.open())
     finally:
         await rig.close()
