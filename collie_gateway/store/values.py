@@ -117,6 +117,15 @@ class StoredEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class Heard:
+    """What one write to the shared log announced: its last number, and its entries when
+    the announcement carried them (a reader right before them needs no read)."""
+
+    last: int
+    entries: list[StoredEvent] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Appended:
     """What one write to the shared log did: the numbers given (None: an entry dropped),
     the agents whose lease the writer no longer holds."""
