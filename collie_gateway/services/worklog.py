@@ -210,7 +210,9 @@ class SharedLog:
                     for r, seq in zip(batch, done.seqs, strict=True)
                     if seq is not None
                 ]
-                if written and self.bus is not None and written[0].seq == self.bus._seq + 1:
+                if not written or self.bus is None or written[-1].seq <= self.bus._seq:
+                    pass  # applied already (its NOTIFY came first), or nothing to apply
+                elif written[0].seq <= self.bus._seq + 1:
                     # Nothing came between: apply them now, without reading them back.
                     self._apply(written)
                 else:
