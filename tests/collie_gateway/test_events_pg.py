@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 
 from collie_gateway.store.pg.database import PgDatabase
 from collie_gateway.store.pg.events import EventLog
+from collie_gateway.store.values import LogRecord
 
 WRITERS = 3  # workers
 LANES = 4  # transactions in flight on each
@@ -67,12 +68,14 @@ async def test_a_notify_carries_each_event_another_worker_wrote(pg_url: str) -> 
     async with worker(pg_url) as listener, worker(pg_url) as writer:
         async with listener.hints() as notices:
             first = await writer.publish("ask.raised", b'{"a": 1}')
-            second = await writer.publish("ask.raised", b'{"b": "\xc3\xa9"}')
+            worded = LogRecord("ask.raised", b'{"b": "\xc3\xa9"}', words=b'{"it": {"b": 2}}')
+            second = (await writer.write([worded])).seqs[0]
             heard = [await asyncio.wait_for(anext(notices), 5) for _ in range(2)]
         assert [h.last for h in heard] == [first, second] == [1, 2]
         # The entries themselves, as a read gives them: no read is needed.
         read = await listener.after(0)
         assert [h.entries for h in heard] == [read[:1], read[1:]]
+        assert [(e.words) for h in heard for e in h.entries or ()] == [None, b'{"it": {"b": 2}}']
 
 
 async def test_a_notify_too_big_or_not_json_names_only_the_number(pg_url: str) -> None:

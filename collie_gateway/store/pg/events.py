@@ -39,7 +39,10 @@ _APPEND: Final = (
     " %s::text, %s::text)"
 )
 
-Entry = tuple[str, msgspec.Raw, str | None, int | None, msgspec.Raw | None]
+# (type, data, agent, epoch, words): words without a value are JSON's ``null`` (a union of
+# Raw and None would not take an object).
+Entry = tuple[str, msgspec.Raw, str | None, int | None, msgspec.Raw]
+_NULL: Final = msgspec.Raw(b"null")
 _encoder = msgspec.json.Encoder()
 _entries = msgspec.json.Decoder(list[Entry])
 _payload = msgspec.json.Decoder(tuple[int, list[Entry]])
@@ -51,7 +54,7 @@ def body_of(records: Sequence[Record]) -> str | None:
     if sum(len(r.data) + len(r.words or b"") for r in records) > BODY_MAX:
         return None
     rows = [
-        (r.type, msgspec.Raw(r.data), r.agent, r.epoch, None if r.words is None else
+        (r.type, msgspec.Raw(r.data), r.agent, r.epoch, _NULL if r.words is None else
          msgspec.Raw(r.words)) for r in records
     ]  # fmt: skip
     body = _encoder.encode(rows)
@@ -70,7 +73,7 @@ def heard(payload: str) -> Heard:
         return Heard(int(payload))
     first, rows = _payload.decode(payload)
     entries = [
-        StoredEvent(first + i, t, bytes(d), a, e, None if w is None else bytes(w))
+        StoredEvent(first + i, t, bytes(d), a, e, None if w == _NULL else bytes(w))
         for i, (t, d, a, e, w) in enumerate(rows)
     ]
     return Heard(first + len(rows) - 1, entries)
