@@ -233,7 +233,7 @@ class SharedLog:
         """A write announced: its entries applied at once when they come right after the
         last number applied (no read), else the log read."""
         bus = self.bus
-        if bus is None or heard.last <= bus._seq:
+        if bus is None or (heard.last is not None and heard.last <= bus._seq):
             return  # applied already (this worker's own write, or read meanwhile)
         if heard.entries and heard.entries[0].seq <= bus._seq + 1:
             self._apply(heard.entries)

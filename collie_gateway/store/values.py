@@ -118,10 +118,11 @@ class StoredEvent:
 
 @dataclass(frozen=True, slots=True)
 class Heard:
-    """What one write to the shared log announced: its last number, and its entries when
-    the announcement carried them (a reader right before them needs no read)."""
+    """What one write to the shared log announced: its last number (None: not understood,
+    read the log), and its entries when the announcement carried them (a reader right before
+    them needs no read)."""
 
-    last: int
+    last: int | None
     entries: list[StoredEvent] | None = None
 
 

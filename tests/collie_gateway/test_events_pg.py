@@ -10,9 +10,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+import psycopg
+
 from collie_gateway.store.pg.database import PgDatabase
 from collie_gateway.store.pg.events import EventLog
-from collie_gateway.store.values import LogRecord
+from collie_gateway.store.values import Heard, LogRecord
 
 WRITERS = 3  # workers
 LANES = 4  # transactions in flight on each
@@ -86,6 +88,10 @@ async def test_a_notify_too_big_or_not_json_names_only_the_number(pg_url: str) -
             await writer.publish("chat.delta", b"not json")
             heard = [await asyncio.wait_for(anext(notices), 5) for _ in range(2)]
         assert [(h.last, h.entries) for h in heard] == [(1, None), (2, None)]
+        async with listener.hints() as notices:
+            async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as other:
+                await other.execute("SELECT pg_notify('collie_events', '[not, ours')")
+            assert await asyncio.wait_for(anext(notices), 5) == Heard(None)  # read the log
         assert [e.data for e in await listener.after(0)] == [big, b"not json"]
 
 

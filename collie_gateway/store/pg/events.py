@@ -68,10 +68,14 @@ def body_of(records: Sequence[Record]) -> str | None:
 
 
 def heard(payload: str) -> Heard:
-    """What one NOTIFY said: the last number, with the entries when it carried them."""
-    if not payload.startswith("["):
-        return Heard(int(payload))
-    first, rows = _payload.decode(payload)
+    """What one NOTIFY said: the last number, with the entries when it carried them (a
+    payload not understood, e.g. from another version of the gateway: read the log)."""
+    try:
+        if not payload.startswith("["):
+            return Heard(int(payload))
+        first, rows = _payload.decode(payload)
+    except (ValueError, msgspec.DecodeError):
+        return Heard(None)
     entries = [
         StoredEvent(first + i, t, bytes(d), a, e, None if w == _NULL else bytes(w))
         for i, (t, d, a, e, w) in enumerate(rows)
