@@ -298,7 +298,7 @@ DELTAS: Final[tuple[str, ...]] = (
 )
 
 #: Steps only one engine takes, by index.
-ONLY: Final[dict[int, str]] = {len(DELTAS) - 2: POSTGRESQL, len(DELTAS) - 1: POSTGRESQL}
+ONLY: Final[dict[int, str]] = {7: POSTGRESQL, 8: POSTGRESQL}
 LATEST: Final = len(DELTAS)
 #: The last version of PostgreSQL's history before this one, and its version here.
 POSTGRES_HISTORY_LAST: Final = 5
