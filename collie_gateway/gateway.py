@@ -112,7 +112,9 @@ class Gateway:
         self.router = self._router()
         monotonic = asyncio.get_running_loop().time
         phones, token = self.stores.phones, s.token
-        self.phones = Phones(phones, admin_token=token, clock=s.clock, monotonic=monotonic)
+        self.phones = Phones(
+            phones, admin_token=token, clock=s.clock, monotonic=monotonic, shared=self.stores.shared
+        )
         await self.phones.start()
         self.answers.on_accepted = tell_answered(self.stores.phones, self.pushing, spawn)
 

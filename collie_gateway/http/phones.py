@@ -175,15 +175,16 @@ class Revoked(msgspec.Struct, kw_only=True):
 # --- the credential of every request -----------------------------------------------------------
 
 
-def is_open(settings: Settings, phones: Phones) -> bool:
-    """Today's open gateway: loopback (or a 0600 socket), no admin token, no phone paired,
-    no ``--public-url`` (a tunnel's requests come from loopback) and not ``--auth always``."""
+async def is_open(settings: Settings, phones: Phones) -> bool:
+    """Today's open gateway: loopback (or a 0600 socket), no admin token, no phone paired
+    (on any worker), no ``--public-url`` (a tunnel's requests come from loopback) and not
+    ``--auth always``."""
     return (
         settings.auth != "always"
         and not settings.public_urls
         and not settings.needs_token
         and not settings.token
-        and not phones.any_paired
+        and await phones.none_paired()
     )
 
 
@@ -207,7 +208,7 @@ def auth_middleware(settings: Settings) -> Middleware:
         phones = request.app[PHONES]
         cat = words(request)
         caller, by_cookie = await _credential(request, phones)
-        if caller is None and is_open(settings, phones):
+        if caller is None and await is_open(settings, phones):
             caller = OPEN
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None else request.path

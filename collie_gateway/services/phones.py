@@ -88,8 +88,10 @@ class Phones:
         clock: Callable[[], datetime],
         monotonic: Callable[[], float],
         code_ttl: timedelta = CODE_TTL,
+        shared: bool = False,
     ) -> None:
         self.repo = repo
+        self.shared = shared  # other workers pair phones in the same store
         self._admin = admin_token.encode() if admin_token else None
         self._clock = clock
         self._monotonic = monotonic
@@ -121,6 +123,19 @@ class Phones:
     def any_paired(self) -> bool:
         """Whether a phone is paired (then loopback, too, needs a credential)."""
         return bool(self._active)
+
+    async def none_paired(self) -> bool:
+        """Whether no phone is paired, as of now on every worker: with other workers
+        (``shared``), while this one knows of none, the store is read, so a phone paired on
+        another worker closes this one to a request without a credential at once (one
+        revoked elsewhere keeps it closed until the next look, within ``WATCH_EVERY``)."""
+        if self._active:
+            return False
+        if not self.shared:
+            return True
+        active = await self.repo.active_ids()
+        self._active |= active
+        return not active
 
     # --- pairing ---------------------------------------------------------------------------
 

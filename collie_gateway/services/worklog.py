@@ -7,8 +7,9 @@ everything an agent's link read goes there, and every worker reads it back in or
   (``<store>-<number>``) means the same on every worker and ``Last-Event-ID`` resumes on
   any of them. A screen's ``event_id`` is the last number this worker applied.
 - :class:`SharedLog` writes in order (one queue, batched into transactions) and reads after
-  the last number it applied, woken by a ``NOTIFY`` hint or a poll (a lost hint costs at
-  most one poll's wait); what it wrote itself right after the last number it applied it
+  the last number it applied, woken by a ``NOTIFY`` or a poll (a lost one costs at most one
+  poll's wait); a ``NOTIFY`` that carries its entries, right after the last number applied,
+  is applied without a read; what it wrote itself right after the last number it applied it
   applies at once, without reading it back. Entries whose type starts with ``~`` are an
   agent link's reads, handed to ``on_record`` (services/following.py); the rest are phone
   events.
@@ -27,7 +28,7 @@ import msgspec
 
 from collie_gateway.services.phonebus import QUIET, Localize, PhoneBus, PhoneEvent, Subscription
 from collie_gateway.store.protocols import EventLogStore
-from collie_gateway.store.values import Appended, StoredEvent
+from collie_gateway.store.values import Appended, Heard, StoredEvent
 from collie_gateway.store.values import LogRecord as Record
 
 log = logging.getLogger(__name__)
@@ -209,7 +210,9 @@ class SharedLog:
                     for r, seq in zip(batch, done.seqs, strict=True)
                     if seq is not None
                 ]
-                if written and self.bus is not None and written[0].seq == self.bus._seq + 1:
+                if not written or self.bus is None or written[-1].seq <= self.bus._seq:
+                    pass  # applied already (its NOTIFY came first), or nothing to apply
+                elif written[0].seq <= self.bus._seq + 1:
                     # Nothing came between: apply them now, without reading them back.
                     self._apply(written)
                 else:
@@ -220,11 +223,22 @@ class SharedLog:
         while True:
             try:
                 async with self.events.hints() as hints:
-                    async for _ in hints:
-                        self._hint.set()
+                    async for heard in hints:
+                        self._heard(heard)
             except Exception as exc:
                 log.warning("the shared log's hints stopped (%s); listening again", exc)
                 await asyncio.sleep(1.0)
+
+    def _heard(self, heard: Heard) -> None:
+        """A write announced: its entries applied at once when they come right after the
+        last number applied (no read), else the log read."""
+        bus = self.bus
+        if bus is None or (heard.last is not None and heard.last <= bus._seq):
+            return  # applied already (this worker's own write, or read meanwhile)
+        if heard.entries and heard.entries[0].seq <= bus._seq + 1:
+            self._apply(heard.entries)
+        else:
+            self._hint.set()
 
     async def _reader(self) -> None:
         assert self.bus is not None  # opened before start

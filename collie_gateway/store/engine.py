@@ -108,6 +108,11 @@ class SharedDb(Db, Protocol):
         (its own awaits included): one process at a time."""
         ...
 
+    async def once(self, sql: str, args: Sequence[object] = ()) -> Row | None:
+        """Run one statement as a transaction of its own, in one round trip to the server;
+        its first row, if it returns rows."""
+        ...
+
 
 def drive(step: Coroutine[Any, Any, T]) -> T:
     """Run a transaction's coroutine whose awaits never wait (SQLite's statements) to its

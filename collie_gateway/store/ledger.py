@@ -4,7 +4,9 @@ The pure decisions (:func:`~collie_gateway.core.answers.on_tap`, ``on_result``) 
 the transactions here, so a decision and its write are one step. With several workers the
 taps of one ask take turns on a lock named by the ask (and one named by the request id), so
 two taps of one ask on two workers see each other's claim; a record one worker settled stays
-settled (its agent's word came first).
+settled (its agent's word came first). On PostgreSQL a tap's decision and a settlement are
+one statement each, one round trip (``collie_take``, made by the schema, store/schema.py;
+a settlement's update and claim release in one statement): the same locks, the same writes.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collie_gateway.core.answers import (
     on_result,
     on_tap,
 )
-from collie_gateway.store.engine import Db, Tx
+from collie_gateway.store.engine import Db, SharedDb, Tx
 
 _COLUMNS = "request_id, agent, ask_id, version, answer, attempts, settled, outcome, reason, phone"
 _INSERT = (
@@ -32,6 +34,20 @@ _UPDATE = (
     "UPDATE answers SET attempts = ?, settled = ?, outcome = ?, reason = ?, updated_at = ? "
     "WHERE request_id = ? AND settled = 0"
 )
+_CLAIM = (
+    "INSERT INTO claims(agent, ask_id, request_id) VALUES (?, ?, ?)"
+    " ON CONFLICT (agent, ask_id) DO NOTHING"
+)
+_RELEASE = "DELETE FROM claims WHERE agent = ? AND ask_id = ? AND request_id = ?"
+# PostgreSQL: a tap decided in one call; a settlement (its update, the claim released when
+# ``?`` is true) in one statement.
+_TAKE_ONCE = (
+    "SELECT * FROM collie_take(?::text, ?::text, ?::text, ?::integer, ?::bytea, ?::text, ?::text)"
+)
+_SETTLE_ONCE = (
+    f"WITH settled AS ({_UPDATE} RETURNING 1) "
+    "DELETE FROM claims WHERE ?::boolean AND agent = ? AND ask_id = ? AND request_id = ?"
+)
 
 
 class LedgerRepo:
@@ -39,10 +55,19 @@ class LedgerRepo:
 
     def __init__(self, db: Db) -> None:
         self.db = db
+        self._once = db if isinstance(db, SharedDb) else None  # one round trip a call
 
     async def take(self, tap: Tap, now: str) -> tuple[TapDecision, Record | None]:
         """Decide a tap against its record and the ask's claim, and write the decision: the
         record (pending, with the claim) before anything is sent. Also the record as it was."""
+        if self._once is not None:
+            t = tap
+            args = (t.request_id, t.agent, t.ask_id, t.version, t.answer, t.phone, now)
+            row = await self._once.once(_TAKE_ONCE, args)
+            assert row is not None  # the function returns one row
+            existing = _row(row[:10]) if row[0] is not None else None
+            holder = str(row[10]) if row[10] is not None else None
+            return on_tap(existing, holder, tap), existing
 
         async def decide(tx: Tx) -> tuple[TapDecision, Record | None]:
             await tx.lock("ask", tap.agent, tap.ask_id)
@@ -58,10 +83,7 @@ class LedgerRepo:
             elif decision.action is not Action.REPLY:
                 await _update(tx, decision.record, now)
             if decision.action is not Action.REPLY and decision.claim:
-                await tx.run(
-                    "INSERT INTO claims(agent, ask_id, request_id) VALUES (?, ?, ?)",
-                    (tap.agent, tap.ask_id, tap.request_id),
-                )
+                await tx.run(_CLAIM, (tap.agent, tap.ask_id, tap.request_id))
             return decision, existing
 
         return await self.db.write(decide)
@@ -69,14 +91,16 @@ class LedgerRepo:
     async def settle(self, settlement: Settlement, now: str) -> None:
         """Write a send's result, releasing the ask's claim when it says so."""
         rec = settlement.record
+        key = (rec.tap.agent, rec.tap.ask_id, rec.tap.request_id)
+        if self._once is not None:
+            args = (*_update_args(rec, now), settlement.release_claim, *key)
+            await self._once.once(_SETTLE_ONCE, args)
+            return
 
         async def write(tx: Tx) -> None:
             await _update(tx, rec, now)
             if settlement.release_claim:
-                await tx.run(
-                    "DELETE FROM claims WHERE agent = ? AND ask_id = ? AND request_id = ?",
-                    (rec.tap.agent, rec.tap.ask_id, rec.tap.request_id),
-                )
+                await tx.run(_RELEASE, key)
 
         await self.db.write(write)
 
@@ -155,9 +179,12 @@ async def _record(tx: Tx, request_id: str, lock: str = " FOR UPDATE") -> Record 
 
 
 async def _update(tx: Tx, rec: Record, now: str) -> None:
+    await tx.run(_UPDATE, _update_args(rec, now))
+
+
+def _update_args(rec: Record, now: str) -> tuple[object, ...]:
     outcome = rec.outcome.value if rec.outcome else None
-    args = (rec.attempts, int(rec.settled), outcome, rec.reason, now, rec.tap.request_id)
-    await tx.run(_UPDATE, args)
+    return (rec.attempts, int(rec.settled), outcome, rec.reason, now, rec.tap.request_id)
 
 
 def _insert_args(rec: Record, now: str) -> tuple[object, ...]:

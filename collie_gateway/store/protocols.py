@@ -20,6 +20,7 @@ from collie_gateway.core.notes import Note
 from collie_gateway.core.phones import Effect, Pairing, Phone
 from collie_gateway.store.values import (
     Appended,
+    Heard,
     Lease,
     LimiterTurn,
     LogEntry,
@@ -332,8 +333,9 @@ class EventLogStore(Protocol):
         """Keep only the newest ``keep`` entries."""
         ...
 
-    def hints(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[int]]:
-        """The numbers other writers announced (a hint may be lost: read on a timer too)."""
+    def hints(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[Heard]]:
+        """What each write announced: its last number, its entries when they fit (one may
+        be lost: read on a timer too)."""
         ...
 
 

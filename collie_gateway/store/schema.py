@@ -56,6 +56,107 @@ PHONES: Final = """
     ALTER TABLE devices ADD COLUMN phone TEXT;
     """
 
+#: A tap decided and written in one call (``collie_take``): the ledger's ``take`` (T1) as
+#: one statement, under the same named locks as the transaction it replaces; it writes what
+#: :func:`~collie_gateway.core.answers.on_tap` decides and returns what that decision reads
+#: (the record as it was, or the ask's claim holder), so the caller decides it again, the
+#: same, without a second round trip. An append to the shared log in one call
+#: (``collie_append``): fenced entries checked against their lease, numbered from the counter
+#: row, kept, and announced with a NOTIFY whose payload carries them (``p_body``, the
+#: entries' JSON, when every entry was kept and it fits), else the last number only.
+_ONE_TRIP: Final = """
+    CREATE FUNCTION collie_take(
+        p_request TEXT, p_agent TEXT, p_ask TEXT, p_version INTEGER, p_answer BYTEA,
+        p_phone TEXT, p_now TEXT,
+        OUT o_request TEXT, OUT o_agent TEXT, OUT o_ask TEXT, OUT o_version INTEGER,
+        OUT o_answer BYTEA, OUT o_attempts INTEGER, OUT o_settled INTEGER,
+        OUT o_outcome TEXT, OUT o_reason TEXT, OUT o_phone TEXT, OUT o_holder TEXT
+    ) LANGUAGE plpgsql AS $$
+    DECLARE
+        rec answers%ROWTYPE;
+    BEGIN
+        PERFORM pg_advisory_xact_lock(hashtextextended(
+            'ask' || chr(31) || p_agent || chr(31) || p_ask, 0));
+        PERFORM pg_advisory_xact_lock(hashtextextended('request' || chr(31) || p_request, 0));
+        SELECT * INTO rec FROM answers a WHERE a.request_id = p_request FOR UPDATE;
+        IF FOUND THEN
+            o_request := rec.request_id; o_agent := rec.agent; o_ask := rec.ask_id;
+            o_version := rec.version; o_answer := rec.answer; o_attempts := rec.attempts;
+            o_settled := rec.settled; o_outcome := rec.outcome; o_reason := rec.reason;
+            o_phone := rec.phone;
+            IF rec.agent = p_agent AND rec.ask_id = p_ask AND rec.version = p_version
+                    AND rec.answer = p_answer AND rec.settled = 0 THEN
+                UPDATE answers SET attempts = rec.attempts + 1, updated_at = p_now
+                    WHERE request_id = p_request;
+            END IF;
+            RETURN;
+        END IF;
+        SELECT c.request_id INTO o_holder FROM claims c
+            WHERE c.agent = p_agent AND c.ask_id = p_ask;
+        IF o_holder IS NOT NULL AND o_holder <> p_request THEN
+            INSERT INTO answers(request_id, agent, ask_id, version, answer, attempts, settled,
+                                outcome, reason, phone, created_at, updated_at)
+                VALUES (p_request, p_agent, p_ask, p_version, p_answer, 0, 1, 'answered',
+                        NULL, p_phone, p_now, p_now);
+        ELSE
+            INSERT INTO answers(request_id, agent, ask_id, version, answer, attempts, settled,
+                                outcome, reason, phone, created_at, updated_at)
+                VALUES (p_request, p_agent, p_ask, p_version, p_answer, 1, 0, NULL, NULL,
+                        p_phone, p_now, p_now);
+            INSERT INTO claims(agent, ask_id, request_id) VALUES (p_agent, p_ask, p_request)
+                ON CONFLICT (agent, ask_id) DO NOTHING;
+        END IF;
+    END $$;
+
+    CREATE FUNCTION collie_append(
+        p_types TEXT[], p_datas BYTEA[], p_agents TEXT[], p_epochs BIGINT[],
+        p_words BYTEA[], p_body TEXT, p_channel TEXT
+    ) RETURNS BIGINT[] LANGUAGE plpgsql AS $$
+    DECLARE
+        live_pairs TEXT[];
+        keep BOOLEAN[];
+        kept INTEGER := 0;
+        n INTEGER := coalesce(array_length(p_types, 1), 0);
+        last BIGINT;
+        seqs BIGINT[] := '{}';
+        i INTEGER;
+    BEGIN
+        SELECT coalesce(array_agg(h.agent || chr(31) || h.epoch::text), '{}') INTO live_pairs
+            FROM (SELECT l.agent, l.epoch FROM leases l
+                  WHERE (l.agent, l.epoch) IN (
+                      SELECT * FROM unnest(p_agents, p_epochs) AS f(agent, epoch)
+                      WHERE f.agent IS NOT NULL AND f.epoch IS NOT NULL)
+                    AND l.expires_at > clock_timestamp()
+                  FOR SHARE) h;
+        FOR i IN 1 .. n LOOP
+            keep[i] := p_agents[i] IS NULL OR p_epochs[i] IS NULL
+                OR (p_agents[i] || chr(31) || p_epochs[i]::text) = ANY(live_pairs);
+            IF keep[i] THEN kept := kept + 1; END IF;
+        END LOOP;
+        IF kept = 0 THEN
+            RETURN array_fill(NULL::BIGINT, ARRAY[n]);
+        END IF;
+        UPDATE event_counter SET seq = seq + kept WHERE one = 1 RETURNING seq INTO last;
+        last := last - kept;
+        FOR i IN 1 .. n LOOP
+            IF keep[i] THEN
+                last := last + 1;
+                INSERT INTO events(seq, type, data, agent, epoch, words)
+                    VALUES (last, p_types[i], p_datas[i], p_agents[i], p_epochs[i], p_words[i]);
+                seqs := seqs || last;
+            ELSE
+                seqs := seqs || NULL::BIGINT;
+            END IF;
+        END LOOP;
+        IF kept = n AND p_body IS NOT NULL THEN
+            PERFORM pg_notify(p_channel, '[' || (last - kept + 1)::text || ',' || p_body || ']');
+        ELSE
+            PERFORM pg_notify(p_channel, last::text);
+        END IF;
+        RETURN seqs;
+    END $$;
+    """
+
 DELTAS: Final[tuple[str, ...]] = (
     """
     CREATE TABLE agents (
@@ -191,10 +292,13 @@ DELTAS: Final[tuple[str, ...]] = (
         ON CONFLICT (key) DO NOTHING;
     ALTER TABLE phones ADD COLUMN n BIGSERIAL;
     """,
+    # The shared store's one-round-trip transactions (PostgreSQL only, see ``ONLY``): a
+    # tap's decision (store/ledger.py) and an append to the shared log (store/pg/events.py).
+    _ONE_TRIP,
 )
 
 #: Steps only one engine takes, by index.
-ONLY: Final[dict[int, str]] = {len(DELTAS) - 1: POSTGRESQL}
+ONLY: Final[dict[int, str]] = {7: POSTGRESQL, 8: POSTGRESQL}
 LATEST: Final = len(DELTAS)
 #: The last version of PostgreSQL's history before this one, and its version here.
 POSTGRES_HISTORY_LAST: Final = 5

@@ -117,6 +117,16 @@ class StoredEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class Heard:
+    """What one write to the shared log announced: its last number (None: not understood,
+    read the log), and its entries when the announcement carried them (a reader right before
+    them needs no read)."""
+
+    last: int | None
+    entries: list[StoredEvent] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Appended:
     """What one write to the shared log did: the numbers given (None: an entry dropped),
     the agents whose lease the writer no longer holds."""

@@ -10,8 +10,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+import psycopg
+
 from collie_gateway.store.pg.database import PgDatabase
 from collie_gateway.store.pg.events import EventLog
+from collie_gateway.store.values import Heard, LogRecord
 
 WRITERS = 3  # workers
 LANES = 4  # transactions in flight on each
@@ -63,13 +66,33 @@ async def test_a_reader_after_its_last_number_sees_every_event_once_in_order(
         assert payloads == expected
 
 
-async def test_a_hint_names_each_event_another_worker_wrote(pg_url: str) -> None:
+async def test_a_notify_carries_each_event_another_worker_wrote(pg_url: str) -> None:
     async with worker(pg_url) as listener, worker(pg_url) as writer:
-        async with listener.hints() as numbers:
-            first = await writer.publish("ask.raised", b"{}")
-            second = await writer.publish("ask.raised", b"{}")
-            heard = [await asyncio.wait_for(anext(numbers), 5) for _ in range(2)]
-        assert heard == [first, second] == [1, 2]
+        async with listener.hints() as notices:
+            first = await writer.publish("ask.raised", b'{"a": 1}')
+            worded = LogRecord("ask.raised", b'{"b": "\xc3\xa9"}', words=b'{"it": {"b": 2}}')
+            second = (await writer.write([worded])).seqs[0]
+            heard = [await asyncio.wait_for(anext(notices), 5) for _ in range(2)]
+        assert [h.last for h in heard] == [first, second] == [1, 2]
+        # The entries themselves, as a read gives them: no read is needed.
+        read = await listener.after(0)
+        assert [h.entries for h in heard] == [read[:1], read[1:]]
+        assert [(e.words) for h in heard for e in h.entries or ()] == [None, b'{"it": {"b": 2}}']
+
+
+async def test_a_notify_too_big_or_not_json_names_only_the_number(pg_url: str) -> None:
+    big = b'"' + b"x" * 9000 + b'"'
+    async with worker(pg_url) as listener, worker(pg_url) as writer:
+        async with listener.hints() as notices:
+            await writer.publish("chat.delta", big)
+            await writer.publish("chat.delta", b"not json")
+            heard = [await asyncio.wait_for(anext(notices), 5) for _ in range(2)]
+        assert [(h.last, h.entries) for h in heard] == [(1, None), (2, None)]
+        async with listener.hints() as notices:
+            async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as other:
+                await other.execute("SELECT pg_notify('collie_events', '[not, ours')")
+            assert await asyncio.wait_for(anext(notices), 5) == Heard(None)  # read the log
+        assert [e.data for e in await listener.after(0)] == [big, b"not json"]
 
 
 async def test_an_id_pruned_or_from_another_store_means_reset(pg_url: str) -> None:

@@ -27,7 +27,13 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from collie_gateway.errors import StoreError
 from collie_gateway.store.engine import POSTGRESQL, Row, Tx, Work, postgres_text
-from collie_gateway.store.schema import LATEST, from_postgres_history, refuse_newer, step
+from collie_gateway.store.schema import (
+    LATEST,
+    POSTGRES_HISTORY_HERE,
+    from_postgres_history,
+    refuse_newer,
+    step,
+)
 
 POOL_MAX: Final = 8  # ours: connections one worker keeps
 CONNECT_TIMEOUT: Final = 10.0  # ours: seconds to reach the server at start
@@ -109,7 +115,7 @@ async def _migrate_step(conn: Conn, url: str) -> bool:
         row = await cur.fetchone()
         version = int(row[0]) if row else 0
         refuse_newer(shown(url), version, UNCHANGED)
-        if version < LATEST and await _kept_by_history_before(conn):
+        if version < POSTGRES_HISTORY_HERE and await _kept_by_history_before(conn):
             version = from_postgres_history(shown(url), version)
         elif version == LATEST:
             return False
@@ -233,6 +239,13 @@ class PgDatabase:
     def errors(self) -> tuple[type[BaseException], ...]:
         """What a statement that failed raises."""
         return (psycopg.Error,)
+
+    async def once(self, sql: str, args: Sequence[object] = ()) -> Row | None:
+        """Run one statement as a transaction of its own (autocommit: no ``BEGIN``, no
+        ``COMMIT``), in one round trip; its first row, if it returns rows."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(postgres_text(sql), args)
+            return await cur.fetchone() if cur.description is not None else None
 
     @contextlib.asynccontextmanager
     async def turn(self, *parts: str) -> AsyncIterator[Tx]:

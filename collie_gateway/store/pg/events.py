@@ -4,15 +4,19 @@ sequence.
 Each entry gets its number in the transaction that writes it, from a counter row: the row's
 lock is held to the commit, so a number is never visible before every smaller one is — a
 reader that saw ``n`` never later finds one below ``n`` (a bare sequence gives numbers in
-call order but commits in any order, and a reader would skip one). The same transaction
-sends one ``NOTIFY`` with the last number, a hint: the table is the truth, and a reader that
-missed a hint finds the entries on its next read. ``Last-Event-ID`` is ``<store>-<number>``
-on any worker; a number older than what is kept, or another store's, gets ``reset``
-(:meth:`EventLog.since` returns None).
+call order but commits in any order, and a reader would skip one). A write is one call of
+``collie_append`` (made by the schema, store/schema.py): one statement, one round trip, its
+own transaction. It sends one ``NOTIFY`` whose payload carries the entries written, with
+their numbers, when they fit (< 8000 bytes) and none was dropped, else the last number only:
+a reader after the number just before them applies them without reading the table; the
+table is the truth, and a reader that missed one, or heard only a number, reads it.
+``Last-Event-ID`` is ``<store>-<number>`` on any worker; a number older than what is kept,
+or another store's, gets ``reset`` (:meth:`EventLog.since` returns None).
 
 An entry written for an agent's link names the agent and the lease epoch it was written
-under; :func:`append_many` writes it only while that epoch is the live one, in the same
-transaction (the fencing token): a worker that lost its lease writes nothing more for it.
+under; it is written only while that epoch is the live one (the lease row is held in the
+same transaction: the fencing token): a worker that lost its lease writes nothing more for
+it.
 """
 
 from __future__ import annotations
@@ -21,52 +25,62 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Final
 
+import msgspec
 import psycopg
 
-from collie_gateway.store.pg.database import Conn, PgDatabase, PgTx
-from collie_gateway.store.pg.leases import live
-from collie_gateway.store.values import Appended, StoredEvent
+from collie_gateway.store.pg.database import PgDatabase
+from collie_gateway.store.values import Appended, Heard, StoredEvent
 from collie_gateway.store.values import LogRecord as Record
 
 CHANNEL: Final = "collie_events"
+BODY_MAX: Final = 7900  # bytes of entries a NOTIFY carries (the server's limit is 8000)
+_APPEND: Final = (
+    "SELECT collie_append(%s::text[], %s::bytea[], %s::text[], %s::bigint[], %s::bytea[],"
+    " %s::text, %s::text)"
+)
+
+# (type, data, agent, epoch, words): words without a value are JSON's ``null`` (a union of
+# Raw and None would not take an object).
+Entry = tuple[str, msgspec.Raw, str | None, int | None, msgspec.Raw]
+_NULL: Final = msgspec.Raw(b"null")
+_encoder = msgspec.json.Encoder()
+_entries = msgspec.json.Decoder(list[Entry])
+_payload = msgspec.json.Decoder(tuple[int, list[Entry]])
 
 
-async def append_many(conn: Conn, records: Sequence[Record]) -> Appended:
-    """Number and keep ``records`` in the caller's transaction, in order; an entry fenced by
-    a lease epoch that is not live is dropped (and its agent reported lost)."""
-    fenced = {(r.agent, r.epoch) for r in records if r.agent is not None and r.epoch is not None}
-    lost = fenced - await live(PgTx(conn), fenced)
-    kept = [
-        r for r in records if r.agent is None or r.epoch is None or (r.agent, r.epoch) not in lost
+def body_of(records: Sequence[Record]) -> str | None:
+    """The entries as a NOTIFY carries them (JSON, their numbers added by the server); None
+    when they do not fit or an entry's data is not JSON."""
+    if sum(len(r.data) + len(r.words or b"") for r in records) > BODY_MAX:
+        return None
+    rows = [
+        (r.type, msgspec.Raw(r.data), r.agent, r.epoch, _NULL if r.words is None else
+         msgspec.Raw(r.words)) for r in records
+    ]  # fmt: skip
+    body = _encoder.encode(rows)
+    if len(body) > BODY_MAX:
+        return None
+    try:
+        _entries.decode(body)  # each entry's data is JSON: the readers can take it back
+        return body.decode()
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+
+
+def heard(payload: str) -> Heard:
+    """What one NOTIFY said: the last number, with the entries when it carried them (a
+    payload not understood, e.g. from another version of the gateway: read the log)."""
+    try:
+        if not payload.startswith("["):
+            return Heard(int(payload))
+        first, rows = _payload.decode(payload)
+    except (ValueError, msgspec.DecodeError):
+        return Heard(None)
+    entries = [
+        StoredEvent(first + i, t, bytes(d), a, e, None if w == _NULL else bytes(w))
+        for i, (t, d, a, e, w) in enumerate(rows)
     ]
-    seqs: list[int | None] = []
-    if kept:
-        cur = await conn.execute(
-            "UPDATE event_counter SET seq = seq + %s WHERE one = 1 RETURNING seq", (len(kept),)
-        )
-        row = await cur.fetchone()
-        assert row is not None  # the counter row is made by the migration
-        first = int(row[0]) - len(kept) + 1
-        rows = [(first + i, r.type, r.data, r.agent, r.epoch, r.words) for i, r in enumerate(kept)]
-        async with conn.cursor() as c:
-            await c.executemany(
-                "INSERT INTO events(seq, type, data, agent, epoch, words)"
-                " VALUES (%s, %s, %s, %s, %s, %s)",
-                rows,
-            )
-        await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(rows[-1][0])))
-    numbers = iter(range(first, first + len(kept))) if kept else iter(())
-    for r in records:
-        dropped = r.agent is not None and r.epoch is not None and (r.agent, r.epoch) in lost
-        seqs.append(None if dropped else next(numbers))
-    return Appended(seqs, lost)
-
-
-async def append(conn: Conn, type_: str, data: bytes) -> int:
-    """Number and keep one phone event in the caller's transaction; its number."""
-    seq = (await append_many(conn, [Record(type_, data)])).seqs[0]
-    assert seq is not None  # an unfenced entry is always kept
-    return seq
+    return Heard(first + len(rows) - 1, entries)
 
 
 class EventLog:
@@ -85,13 +99,36 @@ class EventLog:
 
     async def publish(self, type_: str, data: bytes) -> int:
         """One phone event in a transaction of its own; its number."""
-        async with self.db.transaction() as conn:
-            return await append(conn, type_, data)
+        seq = (await self.write([Record(type_, data)])).seqs[0]
+        assert seq is not None  # an unfenced entry is always kept
+        return seq
 
     async def write(self, records: Sequence[Record]) -> Appended:
-        """``records`` in one transaction, in order (fenced entries checked there)."""
-        async with self.db.transaction() as conn:
-            return await append_many(conn, records)
+        """``records`` in one transaction, in order (fenced entries checked there), in one
+        round trip; an entry fenced by a lease epoch that is not live is dropped (and its
+        agent reported lost)."""
+        if not records:
+            return Appended([], set())
+        args = (
+            [r.type for r in records],
+            [r.data for r in records],
+            [r.agent for r in records],
+            [r.epoch for r in records],
+            [r.words for r in records],
+            body_of(records),
+            CHANNEL,
+        )
+        async with self.db.reading() as conn:  # autocommit: the statement is a transaction
+            cur = await conn.execute(_APPEND, args)
+            row = await cur.fetchone()
+        assert row is not None  # the function returns one array
+        seqs: list[int | None] = [None if n is None else int(n) for n in row[0]]
+        lost = {
+            (r.agent, r.epoch)
+            for r, n in zip(records, seqs, strict=True)
+            if n is None and r.agent is not None and r.epoch is not None
+        }
+        return Appended(seqs, lost)
 
     async def bounds(self) -> tuple[int, int]:
         """(the oldest number kept, the last number given); oldest is last + 1 when none
@@ -135,17 +172,18 @@ class EventLog:
             )
 
     @contextlib.asynccontextmanager
-    async def hints(self) -> AsyncIterator[AsyncIterator[int]]:
-        """The numbers other transactions announced, on a connection of its own (LISTEN);
-        a hint may be lost (a reconnect): read :meth:`after` on a timer as well."""
+    async def hints(self) -> AsyncIterator[AsyncIterator[Heard]]:
+        """What each write announced (its last number, and its entries when the NOTIFY
+        carried them), on a connection of its own (LISTEN); one may be lost (a reconnect):
+        read :meth:`after` on a timer as well."""
         conn = await psycopg.AsyncConnection.connect(self.db.url, autocommit=True)
         try:
             await conn.execute(f"LISTEN {CHANNEL}")
 
-            async def numbers() -> AsyncIterator[int]:
+            async def notices() -> AsyncIterator[Heard]:
                 async for note in conn.notifies():
-                    yield int(note.payload)
+                    yield heard(note.payload)
 
-            yield numbers()
+            yield notices()
         finally:
             await conn.close()

@@ -1,0 +1,182 @@
+"""The shared path's transactions on PostgreSQL, one round trip each (T1, D1): a tap's
+decision, a settlement, a write to the shared log. The round trips are counted from the
+client's own protocol trace (libpq's ``PQtrace``: each ``ReadyForQuery`` the server sends ends
+one), so a second statement, a ``BEGIN`` or a ``COMMIT`` added back fails here. What the one
+statements decide is the same as the transactions they replace (the store's contract tests
+run both engines); here also with two workers racing and a lease lost between two writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
+from pathlib import Path
+
+from psycopg import pq
+from psycopg_pool import AsyncConnectionPool
+
+from collie_gateway.core.answers import Action, Outcome, Record, Tap, TapDecision, on_result
+from collie_gateway.store.ledger import LedgerRepo
+from collie_gateway.store.pg.database import Conn, PgDatabase
+from collie_gateway.store.pg.events import EventLog
+from collie_gateway.store.pg.leases import Leases
+from collie_gateway.store.values import Appended, LogRecord
+
+NOW = "2026-12-04T12:00:00+00:00"
+
+
+class Traced:
+    """A worker's database whose one connection traces the protocol to a file."""
+
+    def __init__(self, trace: Path) -> None:
+        self.db: PgDatabase | None = None
+        self.trace = trace
+        self.out = trace.open("w")
+        self.conns: list[Conn] = []
+
+    @property
+    def database(self) -> PgDatabase:
+        assert self.db is not None  # set once the pool is open
+        return self.db
+
+    def start(self, conn: Conn) -> None:
+        conn.pgconn.trace(self.out.fileno())
+        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+
+    async def configure(self, conn: Conn) -> None:
+        self.conns.append(conn)
+        self.start(conn)
+
+    def trips(self) -> int:
+        """Round trips so far: the server's ``ReadyForQuery`` messages in the trace."""
+        for conn in self.conns:  # libpq buffers the trace: written out when it stops
+            conn.pgconn.untrace()
+            self.start(conn)
+        text = self.trace.read_text()
+        return sum(
+            1 for line in text.splitlines() if line.startswith("B\t") and "ReadyForQuery" in line
+        )
+
+    async def counted(self, work: Awaitable[object]) -> int:
+        """Round trips ``work`` took."""
+        before = self.trips()
+        await work
+        return self.trips() - before
+
+
+@contextlib.asynccontextmanager
+async def traced(url: str, trace: Path) -> AsyncIterator[Traced]:
+    """A worker's database (migrated) on one connection whose protocol is traced."""
+    migrated = await PgDatabase.open(url)
+    await migrated.close()
+    worker = Traced(trace)
+    pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+        url, min_size=1, max_size=1, open=False, kwargs={"autocommit": True},
+        configure=worker.configure,
+    )  # fmt: skip
+    await pool.open(wait=True)
+    worker.db = PgDatabase(pool, url)
+    try:
+        yield worker
+    finally:
+        await worker.db.close()
+        worker.out.close()
+
+
+def tap(request_id: str, ask: str = "a1", answer: bytes = b'{"option":"allow"}') -> Tap:
+    return Tap(request_id, "desk", ask, 1, answer, "p-1")
+
+
+async def test_T1_a_tap_and_its_settlement_are_one_round_trip_each(
+    pg_url: str, tmp_path: Path
+) -> None:
+    async with traced(pg_url, tmp_path / "trace") as worker:
+        ledger = LedgerRepo(worker.database)
+        await ledger.take(tap("warm", ask="a0"), NOW)  # the pool's connection made and traced
+        taken: list[tuple[TapDecision, Record | None]] = []
+
+        async def take(t: Tap) -> None:
+            taken.append(await ledger.take(t, NOW))
+
+        assert await worker.counted(take(tap("r1"))) == 1
+        decision, existing = taken[-1]
+        assert (decision.action, decision.claim, existing) == (Action.SEND, True, None)
+        settle = ledger.settle(on_result(decision.record, "expired"), NOW)
+        assert await worker.counted(settle) == 1
+        assert await worker.counted(take(tap("r2"))) == 1  # the claim was released
+        assert await worker.counted(take(tap("r2"))) == 1  # sent again, unsettled
+        decision, existing = taken[-1]
+        assert existing is not None
+        assert (decision.action, decision.record.attempts, existing.attempts) == (Action.SEND, 2, 1)
+        settled = await ledger.record("r1")
+        assert settled is not None
+        assert settled.outcome is Outcome.EXPIRED
+        assert settled.tap.phone == "p-1"
+
+
+async def test_a_write_to_the_shared_log_is_one_round_trip(pg_url: str, tmp_path: Path) -> None:
+    async with traced(pg_url, tmp_path / "trace") as worker:
+        log = EventLog(worker.database)
+        await log.publish("warm", b"{}")
+        assert await worker.counted(log.publish("ask.raised", b"{}")) == 1
+        leases = Leases(worker.database, "w1", 30.0)
+        lease = await leases.take("desk")
+        assert lease is not None
+        records = [
+            LogRecord("~event", b"{}", "desk", lease.epoch),
+            LogRecord("list.row", b"{}", None, None, b'{"it": {}}'),
+        ]
+        written: list[Appended] = []
+
+        async def write() -> None:
+            written.append(await log.write(records))
+
+        assert await worker.counted(write()) == 1
+        assert written[-1].seqs == [3, 4]
+
+
+async def test_a_fenced_entry_of_a_lost_lease_is_dropped_in_the_same_call(
+    pg_url: str, tmp_path: Path
+) -> None:
+    async with traced(pg_url, tmp_path / "trace") as worker:
+        log = EventLog(worker.database)
+        one, two = Leases(worker.database, "w1", 30.0), Leases(worker.database, "w2", 30.0)
+        lease = await one.take("desk")
+        assert lease is not None
+        await one.give_back(lease)
+        newer = await two.take("desk")
+        assert newer is not None
+        assert newer.epoch == lease.epoch + 1
+        done = await log.write(
+            [
+                LogRecord("~event", b"1", "desk", lease.epoch),
+                LogRecord("ask.raised", b"2"),
+                LogRecord("~event", b"3", "desk", newer.epoch),
+            ]
+        )
+        assert done.seqs == [None, 1, 2]
+        assert done.lost == {("desk", lease.epoch)}
+        assert [e.data for e in await log.after(0)] == [b"2", b"3"]
+
+
+async def test_T1_racing_taps_of_one_ask_on_two_workers_send_exactly_one(pg_url: str) -> None:
+    one, two = await PgDatabase.open(pg_url), await PgDatabase.open(pg_url)
+    try:
+        ledgers = (LedgerRepo(one), LedgerRepo(two))
+        for ask in range(20):  # twenty asks, eight taps each, half on each worker
+            taps = [tap(f"a{ask}-r{i}", ask=f"a{ask}") for i in range(8)]
+            results = await asyncio.gather(
+                *(ledgers[i % 2].take(t, NOW) for i, t in enumerate(taps))
+            )
+            sent = [d for d, _ in results if d.action is Action.SEND]
+            assert len(sent) == 1
+            others = [d.record for d, _ in results if d.action is Action.REPLY]
+            assert {(r.settled, r.outcome) for r in others} == {(True, Outcome.ANSWERED)}
+            assert await ledgers[0].unsettled() == {
+                sent[0].record.tap.request_id: ("desk", f"a{ask}")
+            }
+            await ledgers[1].settle(on_result(sent[0].record, "accepted"), NOW)
+    finally:
+        await one.close()
+        await two.close()
