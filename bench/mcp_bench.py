@@ -31,7 +31,18 @@ from typing import Any
 
 import aiohttp
 
-from bench._common import bench_main, cpu_seconds, heading, pct, ratio, row, short_dir, sse_events
+from bench._common import (
+    Spy,
+    bench_main,
+    cpu_seconds,
+    heading,
+    pct,
+    ratio,
+    row,
+    short_dir,
+    sse_events,
+    verdict,
+)
 
 SCRIPT = str(Path(__file__).resolve())
 REPO = Path(SCRIPT).parent.parent
@@ -39,6 +50,7 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 Json = dict[str, Any]
 QUESTION = "Go on?"
 ASK: Json = {"question": QUESTION, "options": ["yes", "no"]}
+CPU_TARGET_MS = 2.0  # the bridge's own CPU per round trip
 
 
 async def _answer_every_ask(http: aiohttp.ClientSession, ready: asyncio.Event) -> None:
@@ -92,7 +104,7 @@ def _free_port() -> int:
         return port
 
 
-async def bridged(asks: int) -> Json:
+async def bridged(asks: int, spy_dir: Path | None = None) -> Json:
     from mcp.client.client import Client
 
     with short_dir("mb-") as tmp:
@@ -102,6 +114,9 @@ async def bridged(asks: int) -> Json:
             trips: list[float] = []
             async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
                 await client.call_tool("ask_choice", ASK)  # the session's conversation
+                spy = Spy(proc.pid, spy_dir / "mcp-bridge.txt") if spy_dir else None
+                if spy is not None:
+                    await spy.start()
                 cpu0 = cpu_seconds(proc.pid)
                 for _ in range(asks):
                     t = time.perf_counter()
@@ -109,7 +124,8 @@ async def bridged(asks: int) -> Json:
                     trips.append(time.perf_counter() - t)
                     assert not result.is_error, result
                 cpu = cpu_seconds(proc.pid) - cpu0
-        return {"trips": trips, "cpu_per_ask": cpu / max(asks, 1)}
+                spied = await spy.stop(25) if spy is not None else ""
+        return {"trips": trips, "cpu_per_ask": cpu / max(asks, 1), "spied": spied}
 
 
 async def sdk(asks: int) -> Json:
@@ -121,11 +137,13 @@ async def sdk(asks: int) -> Json:
             async with http.post("http://agent/conversations", json=body) as resp:
                 conv = (await resp.json())["conversation_id"]
             body = {"request_id": "go", "text": f"bench {asks}"}
+            cpu0 = cpu_seconds(proc.pid)
             async with http.post(f"http://agent/conversations/{conv}/messages", json=body):
                 pass
             assert proc.stdout is not None
             line = await asyncio.wait_for(proc.stdout.readline(), 120.0)
-        return {"trips": json.loads(line)}
+            cpu = cpu_seconds(proc.pid) - cpu0
+        return {"trips": json.loads(line), "cpu_per_ask": cpu / max(asks, 1)}
 
 
 def sdk_agent(sock: Path) -> None:
@@ -162,7 +180,7 @@ def sdk_agent(sock: Path) -> None:
 
 
 async def run(args: argparse.Namespace) -> Json:
-    return {"sdk": await sdk(args.asks), "bridged": await bridged(args.asks)}
+    return {"sdk": await sdk(args.asks), "bridged": await bridged(args.asks, args.py_spy)}
 
 
 def report(results: Json, args: argparse.Namespace) -> None:
@@ -172,7 +190,18 @@ def report(results: Json, args: argparse.Namespace) -> None:
         sq, bq = pct(s["trips"], q) * 1000, pct(b["trips"], q) * 1000
         row(f"p{q} SDK agent / MCP bridge", f"{sq:.2f} ms / {bq:.2f} ms ({ratio(bq, sq)})")
         row(f"p{q} added by the bridge", f"{bq - sq:.2f} ms")
-    row("bridge CPU per round trip", f"{b['cpu_per_ask'] * 1000:.2f} ms")
+    cpu_rows(b["cpu_per_ask"], s["cpu_per_ask"], "SDK agent raising the same asks")
+    if b["spied"]:
+        heading("py-spy: the bridge's process during the asks")
+        print(b["spied"])
+
+
+def cpu_rows(bridge: float, baseline: float, label: str) -> None:
+    """The bridge's own CPU per round trip beside a baseline of the same run, and the verdict
+    against :data:`CPU_TARGET_MS`."""
+    row("bridge CPU per round trip", f"{bridge * 1000:.2f} ms (process CPU, all its threads)")
+    row(label, f"{baseline * 1000:.2f} ms ({ratio(bridge, baseline)})")
+    row(f"target <= {CPU_TARGET_MS} ms per round trip", verdict(bridge * 1000 <= CPU_TARGET_MS))
 
 
 def main() -> None:
