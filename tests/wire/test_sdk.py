@@ -611,7 +611,7 @@ async def test_deltas_are_committed_in_groups_and_survive_a_restart(
         conv = await agent.open_conversation(id="c1")
         item = await conv.append(kind="reply", final=False)
         commits: list[str] = []
-        await agent._store.db.set_trace_callback(  # the statements the connection runs
+        agent._store.db.set_trace_callback(  # the statements the connection runs
             lambda sql: commits.append(sql) if sql == "COMMIT" else None
         )
         for n in range(2000):

@@ -2,8 +2,11 @@
 of the SDK (conversations, items, asks, command records, ``once`` marks): no other module of
 ``wire/agent`` holds SQL.
 
-Every access to the connection holds :attr:`Store.lock`: an aiosqlite connection runs one
-statement at a time, but a coroutine's transaction would interleave with another's without it.
+Every access to the connection holds :attr:`Store.lock`, so one coroutine's transaction never
+interleaves with another's. Reads run on the event loop (a read by key is a few µs of SQLite,
+less than a trip to a thread and back); a commit, which waits for the disk (``synchronous=FULL``:
+on disk before it is visible), runs whole in the store's one writer thread: one trip a commit,
+not one a statement.
 
 Group commit: a transaction built with ``defer=True`` (an item's delta) is applied in memory
 and queued; the queue is committed in one SQLite transaction a few milliseconds later, when it
@@ -19,13 +22,13 @@ import contextlib
 import itertools
 import logging
 import os
+import sqlite3
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
-
-import aiosqlite
 
 from wire.agent._rules import Resolution, us
 from wire.errors import LocalWireError
@@ -34,6 +37,7 @@ from wire.messages import MAX_EVENT, AgentEvent, Ask, Conversation, Item, decode
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Params = Sequence[Any] | Callable[[], Sequence[Any]]
+Runs = list[tuple[str, list[Sequence[Any]]]]  # a commit's statements, each with its rows
 
 SCHEMA_VERSION: Final = 1
 RING: Final = 4096  # events kept in memory for live readers; older ones are read from disk
@@ -218,7 +222,8 @@ class Store:
         self.last_event_id = 0
         self.pruned_through = 0
         self.ring: deque[Frame] = deque(maxlen=min(keep_events, RING))
-        self._db: aiosqlite.Connection | None = None
+        self._db: sqlite3.Connection | None = None
+        self._writer: ThreadPoolExecutor | None = None
         self._wake = asyncio.Event()
         self._pending: set[asyncio.Task[Any]] = set()
         self._queued: list[Tx] = []
@@ -226,7 +231,7 @@ class Store:
         self._failed: BaseException | None = None
 
     @property
-    def db(self) -> aiosqlite.Connection:
+    def db(self) -> sqlite3.Connection:
         """The connection; only while open and while holding :attr:`lock`."""
         if self._db is None:
             raise RuntimeError("the agent's store is not open")
@@ -236,21 +241,17 @@ class Store:
         """Open (or create, mode 0600) the file, WAL, and read where the event log stands."""
         # SQLite gives the -wal and -shm files the mode of the database file.
         os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-        db = await aiosqlite.connect(self.path, isolation_level=None)
+        writer = ThreadPoolExecutor(1, thread_name_prefix="wire-agent-store")
         try:
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=FULL")
-            await db.execute("PRAGMA busy_timeout=5000")
-            await db.executescript(_SCHEMA)
-            rows = await db.execute_fetchall("SELECT key, value FROM meta")
-            meta: dict[str, int] = {str(r[0]): int(r[1]) for r in rows}
+            db, meta = await asyncio.get_running_loop().run_in_executor(writer, _connect, self.path)
         except BaseException:
-            await db.close()
+            writer.shutdown(wait=False)
             raise
         if meta["schema"] != SCHEMA_VERSION:
-            await db.close()
+            await asyncio.get_running_loop().run_in_executor(writer, db.close)
+            writer.shutdown(wait=False)
             raise RuntimeError(f"{self.path}: unknown schema version {meta['schema']}")
-        self._db = db
+        self._db, self._writer = db, writer
         self.last_event_id = int(meta["last_event_id"])
         self.pruned_through = int(meta["pruned_through"])
 
@@ -261,14 +262,17 @@ class Store:
         if self._queued and self._db is not None:
             async with self.locked():
                 pass
-        if self._db is not None:
+        if self._db is not None and self._writer is not None:
             db, self._db = self._db, None
-            await db.close()
+            writer, self._writer = self._writer, None
+            await asyncio.get_running_loop().run_in_executor(writer, db.close)
+            writer.shutdown(wait=False)
         self.wake()
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Rows of a query; the caller holds :attr:`lock` (taken by :meth:`locked`)."""
-        return list(await self.db.execute_fetchall(sql, params))
+        """Rows of a query, read on the loop; the caller holds :attr:`lock` (taken by
+        :meth:`locked`)."""
+        return self.db.execute(sql, params).fetchall()
 
     @contextlib.asynccontextmanager
     async def locked(self) -> AsyncIterator[None]:
@@ -392,7 +396,6 @@ class Store:
             self.wake()
 
     async def _commit(self, txs: list[Tx]) -> None:
-        db = self.db
         last = self.last_event_id
         for tx in txs:
             if tx.frames:
@@ -416,26 +419,37 @@ class Store:
                     ("UPDATE meta SET value = ? WHERE key = 'pruned_through'", (pruned,))
                 )
                 txs[-1].on_commit(lambda: setattr(self, "pruned_through", pruned))
-        await db.execute("BEGIN IMMEDIATE")
-        try:
-            # Runs of one statement go in one executemany: one trip to SQLite's thread.
-            run: list[Sequence[Any]] = []
-            run_sql = ""
-            for index, (sql, params) in enumerate(statements):
-                if index in dropped:
-                    continue
-                if sql != run_sql and run:
-                    await db.executemany(run_sql, run)
-                    run = []
-                run_sql = sql
-                run.append(params() if callable(params) else params)
-            if run:
-                await db.executemany(run_sql, run)
-            await db.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await db.execute("ROLLBACK")
-            raise
+        # Runs of one statement go in one executemany; a keyed row's function is called here,
+        # on the loop, so the writer thread reads nothing that the loop changes.
+        runs: Runs = []
+        for index, (sql, params) in enumerate(statements):
+            if index in dropped:
+                continue
+            if not runs or runs[-1][0] != sql:
+                runs.append((sql, []))
+            runs[-1][1].append(params() if callable(params) else params)
+        await self._write(runs)
+
+    async def _write(self, runs: Runs) -> None:
+        """Commit ``runs`` in the writer thread. The write cannot be called back once handed
+        over, so a cancelled caller still waits for it (holding the lock: nothing else uses
+        the connection meanwhile) and is cancelled at its next wait once it is known."""
+        assert self._writer is not None
+        done = asyncio.get_running_loop().run_in_executor(self._writer, _commit_runs, self.db, runs)
+        cancelled = False
+        while True:
+            try:
+                await asyncio.shield(done)
+                break
+            except asyncio.CancelledError:
+                if done.done():
+                    break
+                cancelled = True
+        if cancelled:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+        done.result()
 
     # --- reads of the agent's state (the caller holds the lock) ------------------------
 
@@ -541,3 +555,32 @@ class Store:
                 (after, limit),
             )
         return [frame(int(r[0]), str(r[1]), bytes(r[2])) for r in rows]
+
+
+def _connect(path: Path) -> tuple[sqlite3.Connection, dict[str, int]]:
+    """Open the file (in the writer thread): WAL, each commit on disk before it returns, the
+    schema; and the ``meta`` table's values."""
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA busy_timeout=5000")
+        db.executescript(_SCHEMA)
+        rows = db.execute("SELECT key, value FROM meta").fetchall()
+    except BaseException:
+        db.close()
+        raise
+    return db, {str(r[0]): int(r[1]) for r in rows}
+
+
+def _commit_runs(db: sqlite3.Connection, runs: Runs) -> None:
+    """One transaction of ``runs`` (in the writer thread); rolled back if any fails."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for sql, rows in runs:
+            db.executemany(sql, rows)
+        db.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(Exception):
+            db.execute("ROLLBACK")
+        raise
