@@ -181,9 +181,14 @@ class ConversationHandle:
         name: str | None = None,
         status: str | None = None,
         output: str | None = None,
+        defer: bool = False,
     ) -> ItemHandle:
         """Append an item (``item.appended``). ``final=False`` starts one that grows by
         :meth:`ItemHandle.delta` until :meth:`ItemHandle.finish`.
+
+        ``defer=True`` returns once the item is applied: it is committed (and sent) with the
+        agent's next write, e.g. the ask raised about it — one commit for both — or on its
+        own a few milliseconds later, as a delta is.
 
         Raises:
             LocalWireError: the conversation is closed, the id is taken, or a limit is broken.
@@ -212,7 +217,7 @@ class ConversationHandle:
             )
             return ItemHandle(self, keeper.add_item(tx, self, item))
 
-        return await keeper.transact(build)
+        return await keeper.transact(build, defer=defer)
 
     async def update(
         self,
@@ -424,9 +429,11 @@ class ItemHandle:
         label: str | UnsetType | None = UNSET,
         url: str | UnsetType | None = UNSET,
         language: str | UnsetType | None = UNSET,
+        defer: bool = False,
     ) -> None:
         """Replace the item whole with what is given changed (``item.updated``): a tool
-        call's status and output, a final text."""
+        call's status and output, a final text. ``defer``: as in
+        :meth:`ConversationHandle.append`."""
         conv = self.conversation
         changes = {
             k: v
@@ -449,7 +456,7 @@ class ItemHandle:
                 new = replace(new, at=conv._keeper.now())
             conv._keeper.put_item(tx, conv, self._seq, checked(new), None)
 
-        await conv._keeper.transact(build)
+        await conv._keeper.transact(build, defer=defer)
 
     async def finish(self, text: str | None = None) -> None:
         """Make the item final, with ``text`` as its whole text when given (``item.updated``)."""

@@ -8,11 +8,12 @@ less than a trip to a thread and back); a commit, which waits for the disk (``sy
 on disk before it is visible), runs whole in the store's one writer thread: one trip a commit,
 not one a statement.
 
-Group commit: a transaction built with ``defer=True`` (an item's delta) is applied in memory
-and queued; the queue is committed in one SQLite transaction a few milliseconds later, when it
-grows past :data:`BATCH`, or before anything else takes the lock (a command, a read, another
-write) — so every reader and writer sees only committed state. Its events reach no reader
-before that commit (wire/SPEC.md §10: an event the agent has sent is in its log).
+Group commit: a transaction built with ``defer=True`` (an item's delta, a bridge's tool line)
+is applied in memory and queued; the queue is committed in one SQLite transaction with the next
+transaction that is not deferred, or a few milliseconds later, when it grows past
+:data:`BATCH`, or before a read (a reader's lock, or a read inside a transaction) — so every
+reader and writer sees only committed state. Its events reach no reader before that commit
+(wire/SPEC.md §10: an event the agent has sent is in its log).
 """
 
 from __future__ import annotations
@@ -131,6 +132,7 @@ class Tx:
     after: list[Callable[[], None]] = field(default_factory=list)
     touched: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     keys: dict[int, object] = field(default_factory=dict)
+    records: bool = False  # writes asks, command records or once marks: never queued
 
     def execute(self, sql: str, params: Params = (), *, key: object = None) -> None:
         """Add a statement. A statement with a ``key`` replaces a whole row: when a group
@@ -193,10 +195,12 @@ class Tx:
             "ON CONFLICT (id) DO UPDATE SET turn = excluded.turn, data = excluded.data",
             (ask.id, ask.conversation, turn, encode(ask)),
         )
+        self.records = True
 
     def resolve_ask(self, ask_id: str, resolution: Resolution) -> None:
         """Write how an ask ended."""
         self.execute("UPDATE asks SET resolution = ? WHERE id = ?", (encode(resolution), ask_id))
+        self.records = True
 
     def record(self, request_id: str, key: bytes, result: bytes, at_us: int) -> None:
         """Keep a command's first result under its request id and canonical key."""
@@ -204,10 +208,12 @@ class Tx:
             "INSERT INTO requests (request_id, body, status, result, at_us) VALUES (?, ?, ?, ?, ?)",
             (request_id, key, 200, result, at_us),
         )
+        self.records = True
 
     def mark_acted(self, ask_id: str, key: str) -> None:
         """Keep the mark of an ask's action run once (``AskHandle.once``)."""
         self.execute("INSERT INTO acted (ask, key) VALUES (?, ?)", (ask_id, key))
+        self.records = True
 
 
 class Store:
@@ -270,8 +276,15 @@ class Store:
         self.wake()
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Rows of a query, read on the loop; the caller holds :attr:`lock` (taken by
-        :meth:`locked`)."""
+        """Rows of a query, read on the loop once the queued transactions are committed; the
+        caller holds :attr:`lock` (taken by :meth:`locked`, or a transaction's)."""
+        if self._queued:
+            await self._flush()
+        return self._read(sql, params)
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of a query as committed, the queue left as it is: for the tables a queued
+        transaction never writes (asks, command records, once marks: see ``Tx.records``)."""
         return self.db.execute(sql, params).fetchall()
 
     @contextlib.asynccontextmanager
@@ -287,10 +300,11 @@ class Store:
         Runs in a task of its own that the caller's cancellation does not reach: a started
         write always ends, committed and applied, or rolled back and undone.
 
-        With ``defer``, ``build`` must not read the file: the transaction is queued for the
-        next group commit and this returns once it is applied in memory (it waits for the
-        commit only when :data:`BATCH` are queued). A group commit that fails undoes its
-        transactions, and the next deferred transaction raises its error.
+        With ``defer``, ``build`` must not read the file: the transaction is queued and this
+        returns once it is applied in memory (it waits for the commit only when :data:`BATCH`
+        are queued); the queue is committed with the next transaction, or on its own a few
+        milliseconds later. A group commit that fails undoes its transactions, and the next
+        deferred transaction raises its error.
         """
         if defer and self._failed is not None:
             failed, self._failed = self._failed, None
@@ -317,7 +331,10 @@ class Store:
                 for undo in reversed(tx.undo):
                     undo()
                 raise
-            self._enqueue(tx)
+            if tx.records:
+                await self._flush(tx)
+            else:
+                self._enqueue(tx)
             return result
 
     def _next_tx(self) -> Tx:
@@ -345,44 +362,50 @@ class Store:
         async with self.lock:
             await self._flush()
 
-    async def _flush(self) -> None:
-        """Commit the queued transactions in one; the caller holds the lock."""
+    async def _flush(self, tx: Tx | None = None) -> None:
+        """Commit the queued transactions, and ``tx`` after them, in one; the caller holds the
+        lock. A failure undoes them all; ``tx``'s caller gets the error, and so does the next
+        deferred transaction when queued ones were undone."""
         queued, self._queued = self._queued, []
         if self._flusher is not None:
             self._flusher.cancel()
             self._flusher = None
-        if not queued:
+        batch = [*queued, tx] if tx is not None else queued
+        if not batch:
             return
         try:
-            await self._commit(queued)
+            if any(t.sql for t in batch):
+                await self._commit(batch)
         except BaseException as exc:
-            for tx in reversed(queued):
-                for undo in reversed(tx.undo):
+            for undone in reversed(batch):
+                for undo in reversed(undone.undo):
                     undo()
-            log.error("a group commit failed; its %d transactions are undone", len(queued))
-            self._failed = exc
-            if not isinstance(exc, Exception):
+            if queued:
+                log.error("a group commit failed; its %d transactions are undone", len(queued))
+                self._failed = exc
+            if tx is not None or not isinstance(exc, Exception):
                 raise
             return
-        for tx in queued:
-            self._applied(tx, wake=False)
-        self.wake()
+        for done in batch:
+            self._applied(done, wake=False)
+        if any(t.frames for t in batch):
+            self.wake()
 
     async def _transact(self, build: Callable[[Tx], Awaitable[T]], defer: bool) -> T:
-        async with self.locked():
+        # The queued transactions are committed with this one (a read in ``build`` commits
+        # them first: see fetch), so a deferred write costs no commit of its own.
+        async with self.lock:
             tx = self._next_tx()
             try:
                 result = await build(tx)
-                if defer and len(self._queued) < BATCH:
-                    self._enqueue(tx)
-                    return result
-                if tx.sql:
-                    await self._commit([tx])
             except BaseException:
                 for undo in reversed(tx.undo):
                     undo()
                 raise
-            self._applied(tx)
+            if defer and not tx.records and len(self._queued) < BATCH:
+                self._enqueue(tx)
+            else:
+                await self._flush(tx)
             return result
 
     def _applied(self, tx: Tx, *, wake: bool = True) -> None:
@@ -488,7 +511,7 @@ class Store:
 
     async def ask(self, ask_id: str) -> KeptAsk | None:
         """The ask kept under ``ask_id``, or ``None``."""
-        rows = await self.fetch(
+        rows = self._read(
             "SELECT conversation, turn, data, resolution FROM asks WHERE id = ?", (ask_id,)
         )
         if not rows:
@@ -499,14 +522,14 @@ class Store:
 
     async def resolution(self, ask_id: str) -> Resolution | None:
         """How the ask ``ask_id`` ended; ``None`` when it is open or unknown."""
-        rows = await self.fetch("SELECT resolution FROM asks WHERE id = ?", (ask_id,))
+        rows = self._read("SELECT resolution FROM asks WHERE id = ?", (ask_id,))
         if not rows or rows[0][0] is None:
             return None
         return decode(bytes(rows[0][0]), Resolution)
 
     async def unresolved_asks(self, conversation_id: str) -> list[str]:
         """The ids of a conversation's asks kept open."""
-        rows = await self.fetch(
+        rows = self._read(
             "SELECT id FROM asks WHERE conversation = ? AND resolution IS NULL",
             (conversation_id,),
         )
@@ -514,14 +537,12 @@ class Store:
 
     async def prior(self, request_id: str) -> tuple[bytes, bytes] | None:
         """The canonical key and first result recorded under ``request_id``."""
-        rows = await self.fetch(
-            "SELECT body, result FROM requests WHERE request_id = ?", (request_id,)
-        )
+        rows = self._read("SELECT body, result FROM requests WHERE request_id = ?", (request_id,))
         return (bytes(rows[0][0]), bytes(rows[0][1])) if rows else None
 
     async def acted(self, ask_id: str, key: str) -> bool:
         """Whether an ask's action under ``key`` ran in a run before."""
-        rows = await self.fetch("SELECT 1 FROM acted WHERE ask = ? AND key = ?", (ask_id, key))
+        rows = self._read("SELECT 1 FROM acted WHERE ask = ? AND key = ?", (ask_id, key))
         return bool(rows)
 
     async def forget_requests(self, before_us: int) -> None:
