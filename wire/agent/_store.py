@@ -3,10 +3,10 @@ of the SDK (conversations, items, asks, command records, ``once`` marks): no oth
 ``wire/agent`` holds SQL.
 
 Every access to the connection holds :attr:`Store.lock`, so one coroutine's transaction never
-interleaves with another's. Reads run on the event loop (a read by key is a few µs of SQLite,
-less than a trip to a thread and back); a commit, which waits for the disk (``synchronous=FULL``:
-on disk before it is visible), runs whole in the store's one writer thread: one trip a commit,
-not one a statement.
+interleaves with another's. Reads and a transaction's statements run on the event loop (a few
+µs of SQLite each, less than a trip to a thread and back); only its ``COMMIT``, which waits for
+the disk (``synchronous=FULL``: on disk before it is visible), runs in the store's writer
+thread — one hand-off a commit, so the writer rarely waits for the loop to give it the GIL.
 
 Group commit: a transaction built with ``defer=True`` (an item's delta, a bridge's tool line)
 is applied in memory and queued; the queue is committed in one SQLite transaction with the next
@@ -442,8 +442,7 @@ class Store:
                     ("UPDATE meta SET value = ? WHERE key = 'pruned_through'", (pruned,))
                 )
                 txs[-1].on_commit(lambda: setattr(self, "pruned_through", pruned))
-        # Runs of one statement go in one executemany; a keyed row's function is called here,
-        # on the loop, so the writer thread reads nothing that the loop changes.
+        # Runs of one statement go in one executemany.
         runs: Runs = []
         for index, (sql, params) in enumerate(statements):
             if index in dropped:
@@ -451,14 +450,22 @@ class Store:
             if not runs or runs[-1][0] != sql:
                 runs.append((sql, []))
             runs[-1][1].append(params() if callable(params) else params)
-        await self._write(runs)
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, rows in runs:
+                db.executemany(sql, rows)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        await self._write()
 
-    async def _write(self, runs: Runs) -> None:
-        """Commit ``runs`` in the writer thread. The write cannot be called back once handed
-        over, so a cancelled caller still waits for it (holding the lock: nothing else uses
-        the connection meanwhile) and is cancelled at its next wait once it is known."""
+    async def _write(self) -> None:
+        """``COMMIT`` in the writer thread. It cannot be called back once handed over, so a
+        cancelled caller still waits for it (holding the lock: nothing else uses the
+        connection meanwhile) and is cancelled at its next wait once it is known."""
         assert self._writer is not None
-        done = asyncio.get_running_loop().run_in_executor(self._writer, _commit_runs, self.db, runs)
+        done = asyncio.get_running_loop().run_in_executor(self._writer, _commit_now, self.db)
         cancelled = False
         while True:
             try:
@@ -594,12 +601,9 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, dict[str, int]]:
     return db, {str(r[0]): int(r[1]) for r in rows}
 
 
-def _commit_runs(db: sqlite3.Connection, runs: Runs) -> None:
-    """One transaction of ``runs`` (in the writer thread); rolled back if any fails."""
-    db.execute("BEGIN IMMEDIATE")
+def _commit_now(db: sqlite3.Connection) -> None:
+    """Commit the open transaction (in the writer thread); rolled back if that fails."""
     try:
-        for sql, rows in runs:
-            db.executemany(sql, rows)
         db.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(Exception):
