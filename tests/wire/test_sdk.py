@@ -655,16 +655,21 @@ async def test_deltas_are_committed_in_groups_and_survive_a_restart(
         assert found.items[0].final
 
 
+def _refuse_boom(state: Path) -> None:
+    """From now on the disk refuses every event holding "boom" (a real SQLite failure)."""
+    with sqlite3.connect(state) as db:
+        db.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN instr(NEW.data, 'boom') > 0 "
+            "BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+        )
+
+
 async def test_a_failed_group_commit_undoes_its_deltas_and_the_next_delta_says_so(
     served: Served, client: Client, state: Path
 ) -> None:
     conv = await served.agent.open_conversation(id="c1")
     item = await conv.append(kind="reply", text="kept", final=False)
-    with sqlite3.connect(state) as db:  # the disk refuses the write (a real SQLite failure)
-        db.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN instr(NEW.data, 'boom') > 0 "
-            "BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
-        )
+    _refuse_boom(state)
     mark = str(served.agent._store.last_event_id)
     async with client.events(mark) as stream:
         await item.delta(" one")
@@ -735,3 +740,24 @@ async def test_a_reader_cancelled_while_the_queue_commits_leaves_it_committed(
     with sqlite3.connect(state) as db:
         [(data,)] = db.execute("SELECT data FROM items WHERE conversation = 'c1'").fetchall()
     assert decode(bytes(data), Item).text == "kept"
+
+
+async def test_a_queue_that_fails_under_a_transaction_fails_it_and_leaves_no_gap_in_ids(
+    served: Served, client: Client, state: Path
+) -> None:
+    """A transaction that reads commits the queued deltas first; when that commit fails, the
+    transaction fails too (its events were numbered after theirs), and the next events
+    follow the log without a gap."""
+    conv = await served.agent.open_conversation(id="c1")
+    item = await conv.append(kind="reply", text="kept", final=False)
+    _refuse_boom(state)
+    mark = served.agent._store.last_event_id
+    async with client.events(str(mark)) as stream:
+        await item.delta(" boom")  # queued
+        with pytest.raises(sqlite3.Error, match="disk says no"):
+            await served.agent.open_conversation(id="c2")  # reads the file: the queue first
+        assert await served.agent.conversation("c2") is None
+        await served.agent.open_conversation(id="c3")
+        [opened] = await stream.take(1)
+    assert opened.id == str(mark + 1)
+    assert isinstance(decoded([opened])[0], ConversationOpened)

@@ -278,8 +278,8 @@ class Store:
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows of a query, read on the loop once the queued transactions are committed; the
         caller holds :attr:`lock` (taken by :meth:`locked`, or a transaction's)."""
-        if self._queued:
-            await self._flush()
+        if self._queued:  # inside a transaction's build: its event ids follow the queue's
+            await self._flush(strict=True)
         return self._read(sql, params)
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -362,9 +362,10 @@ class Store:
         async with self.lock:
             await self._flush()
 
-    async def _flush(self, tx: Tx | None = None) -> None:
+    async def _flush(self, tx: Tx | None = None, *, strict: bool = False) -> None:
         """Commit the queued transactions, and ``tx`` after them, in one; the caller holds the
-        lock. A failure undoes them all; ``tx``'s caller gets the error, and so does the next
+        lock. A failure undoes them all; ``tx``'s caller (or with ``strict`` this one: a
+        transaction being built, numbered after the queue) gets the error, and so does the next
         deferred transaction when queued ones were undone."""
         queued, self._queued = self._queued, []
         if self._flusher is not None:
@@ -383,7 +384,7 @@ class Store:
             if queued:
                 log.error("a group commit failed; its %d transactions are undone", len(queued))
                 self._failed = exc
-            if tx is not None or not isinstance(exc, Exception):
+            if tx is not None or strict or not isinstance(exc, Exception):
                 raise
             return
         for done in batch:
@@ -456,7 +457,8 @@ class Store:
             for sql, rows in runs:
                 db.executemany(sql, rows)
         except BaseException:
-            db.execute("ROLLBACK")
+            with contextlib.suppress(Exception):
+                db.execute("ROLLBACK")
             raise
         await self._write()
 
