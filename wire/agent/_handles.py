@@ -399,7 +399,7 @@ class ItemHandle:
 
         Returns once the delta is applied; it is committed with the deltas written in the
         next few milliseconds, in one transaction, and sent to readers only then. Any other
-        write (``finish`` too) commits it first.
+        write (``finish`` too) commits it in its own transaction.
 
         Raises:
             LocalWireError: the item is final, its conversation closed, or its text too long.
