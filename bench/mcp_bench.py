@@ -1,4 +1,4 @@
-"""Issue 24: an ask's round trip through the MCP bridge, beside the same ask raised by an SDK
+"""An ask's round trip through the MCP bridge, beside the same ask raised by an SDK
 agent, in the same run.
 
 - Bridged: the bridge (``python -m bridges.mcp``, its own process) serves MCP on a free
