@@ -9,10 +9,12 @@ agent, in the same run.
   ``handle.wait()`` returning).
 
 Both sides are answered the same way, at once: a wire client on the agent's Unix socket reads
-``GET /events`` and answers each ``ask.raised`` with ``POST /asks/{id}/reply``. Printed: p50
-and p99 each way, what the bridge adds, and the bridge's CPU per round trip.
+``GET /events`` and answers each ``ask.raised`` with ``POST /asks/{id}/reply``. A third
+process (``--mcp-floor``) serves a tool answering at once through the bridge's HTTP shell: the
+``mcp`` package's own cost. Printed: p50 and p99 each way, what the bridge adds, the bridge's
+own CPU per round trip beside the SDK agent's and the package's, and MET/MISSED against 2 ms.
 
-Run: ``python bench/mcp_bench.py [--asks 200]``.
+Run: ``python -m bench.mcp_bench [--asks 200] [--py-spy DIR]``.
 """
 
 from __future__ import annotations
