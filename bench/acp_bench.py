@@ -37,6 +37,7 @@ from acp.schema import (
 )
 
 from bench._common import (
+    Spy,
     bench_main,
     cpu_seconds,
     heading,
@@ -47,6 +48,7 @@ from bench._common import (
     short_dir,
     sse_events,
 )
+from bench.mcp_bench import cpu_rows, sdk
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT = [sys.executable, "-m", "fixtures.acp.scripted"]
@@ -89,7 +91,7 @@ async def direct(asks: int, deltas: int) -> Json:
     return {"trips": trips, "arrivals": arrivals}
 
 
-async def bridged(asks: int, deltas: int, profile: Path | None) -> Json:
+async def bridged(asks: int, deltas: int, profile: Path | None, spy_dir: Path | None) -> Json:
     with short_dir("ab-") as tmp:
         sock = tmp / "acp.sock"
         prof = ("-m", "cProfile", "-o", str(profile / "bridge.prof")) if profile else ()
@@ -104,13 +106,23 @@ async def bridged(asks: int, deltas: int, profile: Path | None) -> Json:
         try:
             conn = aiohttp.UnixConnector(path=str(sock))
             async with aiohttp.ClientSession(connector=conn) as http:
-                return await _drive(http, proc.pid, asks, deltas)
+                return await _drive(http, proc.pid, asks, deltas, spy_dir)
         finally:
             proc.terminate()
             await proc.wait()
 
 
-async def _drive(http: aiohttp.ClientSession, pid: int, asks: int, deltas: int) -> Json:
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (the bridge's ACP agent)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+async def _drive(
+    http: aiohttp.ClientSession, pid: int, asks: int, deltas: int, spy_dir: Path | None
+) -> Json:
     base = "http://agent"
     async with http.post(
         f"{base}/conversations", json={"request_id": "start", "starter": "folder-1"}
@@ -167,9 +179,14 @@ async def _drive(http: aiohttp.ClientSession, pid: int, asks: int, deltas: int) 
         await asyncio.wait_for(done.wait(), 120.0)
         return replies[-1]
 
-    cpu0 = cpu_seconds(pid)
+    peer = _children(pid)[0]
+    spy = Spy(pid, spy_dir / "acp-bridge.txt") if spy_dir else None
+    if spy is not None:
+        await spy.start()
+    cpu0, peer0 = cpu_seconds(pid), cpu_seconds(peer)
     trips = [float(t) for t in (await say(f"bench {asks}")).split()[1:]]
-    cpu_asks = cpu_seconds(pid) - cpu0
+    cpu_asks, cpu_peer = cpu_seconds(pid) - cpu0, cpu_seconds(peer) - peer0
+    spied = await spy.stop(25) if spy is not None else ""
     arrivals.clear()
     cpu0 = cpu_seconds(pid)
     await say(f"stream {deltas}")
@@ -179,21 +196,24 @@ async def _drive(http: aiohttp.ClientSession, pid: int, asks: int, deltas: int) 
         "trips": trips,
         "arrivals": list(arrivals),
         "cpu_per_ask": cpu_asks / max(asks, 1),
+        "peer_per_ask": cpu_peer / max(asks, 1),
+        "spied": spied,
         "cpu_per_delta": cpu_stream / max(deltas, 1),
         "deltas": len(set(arrivals)),
     }
 
 
 def _rate(arrivals: list[float]) -> float:
-    if len(arrivals) < 2:
+    if len(arrivals) < 2 or arrivals[-1] == arrivals[0]:
         return float("nan")
     return (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
 
 
 async def run(args: argparse.Namespace) -> Json:
     return {
+        "sdk": await sdk(args.asks),
         "direct": await direct(args.asks, args.deltas),
-        "bridged": await bridged(args.asks, args.deltas, args.profile),
+        "bridged": await bridged(args.asks, args.deltas, args.profile, args.py_spy),
     }
 
 
@@ -204,7 +224,11 @@ def report(results: Json, args: argparse.Namespace) -> None:
         dq, bq = pct(d["trips"], q) * 1000, pct(b["trips"], q) * 1000
         row(f"p{q} direct / bridged", f"{dq:.2f} ms / {bq:.2f} ms ({ratio(bq, dq)})")
         row(f"p{q} added by the bridge", f"{bq - dq:.2f} ms")
-    row("bridge CPU per round trip", f"{b['cpu_per_ask'] * 1000:.2f} ms")
+    cpu_rows(b["cpu_per_ask"], results["sdk"]["cpu_per_ask"], "SDK agent raising as many asks")
+    row("the ACP agent's own CPU (bridged)", f"{b['peer_per_ask'] * 1000:.2f} ms")
+    if b["spied"]:
+        heading("py-spy: the bridge's process during the asks")
+        print(b["spied"])
     heading(f"(b) delta rate, one reply of {args.deltas} chunks")
     dr, br = _rate(d["arrivals"]), _rate(b["arrivals"])
     row("direct / bridged", f"{dr:,.0f} /s / {br:,.0f} /s ({ratio(br, dr)} of direct)")

@@ -349,7 +349,10 @@ class AcpBridge(AgentBridge):
         return epoch
 
     async def _set_ask_state(self, ask_id: str, state: str) -> None:
-        await self.state.off_loop(self.state.put, ASKS, AskState(ask_id, state))
+        # Not waiting for the disk: a crash of the bridge keeps it; a power cut that loses it
+        # (and the agent's process with it) costs the "not confirmed" notice, nothing more.
+        row = AskState(ask_id, state)
+        await self.state.off_loop(self.state.put, ASKS, row, durable=False)
 
     async def _recover(self) -> None:
         """After the bridge itself restarted: an answer the ledger accepted for a process that
@@ -769,7 +772,7 @@ class AcpBridge(AgentBridge):
             if call.raw_input is not None:
                 changes["text"] = tool_text(call.raw_input)
             if changes:
-                await item.update(**changes)
+                await item.update(**changes, defer=True)
             return item
         call_id = safe_id(f"e{session.epoch}", call.tool_call_id)
         item = await conv.append(
@@ -779,6 +782,7 @@ class AcpBridge(AgentBridge):
             name=label(call.title or call.kind or "tool") or "tool",
             status=status or "running",
             output=output,
+            defer=True,  # committed with the ask about it, or with the next write
         )
         session.tools[call.tool_call_id] = item
         return item

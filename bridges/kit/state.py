@@ -115,7 +115,8 @@ SDK_ASKS: Final = Table("asks", SdkAsk, create=False)
 class State:
     """One SQLite file (WAL, synchronous writes) of a bridge's tables.
 
-    Each call is one transaction and returns when it is on disk. A bridge alone on its file
+    Each call is one transaction and returns when it is on disk (``put(durable=False)``: in
+    the file's log, not waiting for the disk). A bridge alone on its file
     calls it directly; one whose tables sit in the SDK's file (whose writer holds the lock
     across its awaits) calls it through :meth:`off_loop`, so the event loop never waits on it.
     """
@@ -142,15 +143,21 @@ class State:
         return await asyncio.to_thread(call, *args, **kwargs)
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            if not durable:
+                self._db.execute("PRAGMA synchronous=NORMAL")
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            finally:
+                if not durable:
+                    self._db.execute("PRAGMA synchronous=FULL")
 
     def _select(self, table: Table[R], where: str, params: tuple[object, ...]) -> list[R]:
         sql = f"SELECT {', '.join(table.columns)} FROM {table.name}{where}"
@@ -186,11 +193,15 @@ class State:
             table, f" WHERE {table.key} NOT IN (SELECT {other.key} FROM {other.name})", ()
         )
 
-    def put(self, table: Table[R], row: R) -> None:
-        """Write ``row`` whole, over the row of its key if there is one."""
+    def put(self, table: Table[R], row: R, *, durable: bool = True) -> None:
+        """Write ``row`` whole, over the row of its key if there is one.
+
+        ``durable=False``: returns once the row is in the file's log, before it is on disk (no
+        wait for the disk): a crash of the process keeps it, a power cut may lose it — for a
+        record whose loss costs no more than a notice."""
         cols = table.columns
         sets = ", ".join(f"{c} = excluded.{c}" for c in cols[1:])
-        with self._tx() as db:
+        with self._tx(durable) as db:
             db.execute(
                 f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES "
                 f"({', '.join('?' * len(cols))}) ON CONFLICT ({table.key}) DO UPDATE SET {sets}",

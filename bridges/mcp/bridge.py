@@ -351,6 +351,7 @@ class McpBridge(AgentBridge):
             call_id=call_id,
             name=label(item_name) or name,
             status="running",
+            defer=True,  # committed with the ask, in one transaction
         )
         deadline = getattr(call, "deadline_seconds", None)
         draft = dataclasses.replace(
@@ -377,8 +378,8 @@ class McpBridge(AgentBridge):
             status = "done" if answered is not None else "failed"
             if permission is not None and answered is not None and option == "deny":
                 status = "denied"
-            with contextlib.suppress(LocalWireError):
-                await call.item.update(status=status)
+            with contextlib.suppress(LocalWireError):  # the answer is committed already
+                await call.item.update(status=status, defer=True)
             if permission is not None and option == "always":
                 session.rules.add(permission[0])
                 await notice(session.conv, ALWAYS_KEPT.format(tool=permission[2]))

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -197,6 +198,34 @@ async def test_state_off_the_loop_and_reopened(tmp_path: Path) -> None:
         assert await again.off_loop(again.get, ROWS, "a") == Row("a", 1)
     finally:
         again.close()
+
+
+def test_a_row_not_waiting_for_the_disk_survives_a_killed_process(tmp_path: Path) -> None:
+    """``put(durable=False)`` does not wait for the disk, yet a bridge killed right after
+    keeps the row (a power cut may not); the writes after it wait for the disk again."""
+    path = tmp_path / "b.db"
+    code = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from typing import NamedTuple\n"
+        "from bridges.kit import State, Table\n"
+        "class Row(NamedTuple):\n"
+        "    key: str\n"
+        "    n: int\n"
+        "ROWS = Table('rows', Row)\n"
+        "state = State(Path(sys.argv[1]), ROWS)\n"
+        "state.put(ROWS, Row('fast', 1), durable=False)\n"
+        "print(state._db.execute('PRAGMA synchronous').fetchone()[0], flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == -signal.SIGKILL
+    assert done.stdout.strip() == "2"  # FULL again: the next write waits for the disk
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT key, n FROM rows").fetchall() == [("fast", 1)]
 
 
 async def test_typed_asks_raise_and_change_in_a_real_agent(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ import os
 import socket
 import sqlite3
 import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,14 +17,33 @@ import msgspec
 import pytest
 
 from fixtures.agents.harness import Served, serve_agent, short_dir
-from tests.wire.conftest import START, AgentFactory, Client, FakeClock, decoded, message
-from wire.agent import Agent, Button, ConversationHandle, Option, SendMessage, Starter
+from tests.wire.conftest import (
+    START,
+    AgentFactory,
+    Client,
+    EventStream,
+    FakeClock,
+    decoded,
+    message,
+)
+from wire.agent import (
+    Agent,
+    Button,
+    ConversationHandle,
+    ItemHandle,
+    Option,
+    SendMessage,
+    Starter,
+)
 from wire.errors import LocalWireError
 from wire.messages import (
     MAX_BODY,
+    AskRaised,
     ConversationOpened,
     ConversationPage,
+    ConversationUpdated,
     Hello,
+    Item,
     ItemAppended,
     ItemDelta,
     ItemUpdated,
@@ -587,19 +608,28 @@ async def test_a_delta_reaches_a_reader_only_once_it_is_in_the_log(
     make_agent: AgentFactory, state: Path
 ) -> None:
     """wire/SPEC.md §10: every event a reader gets is committed to the agent's file."""
+    async with _reply_followed(make_agent) as (_, item, stream):
+        for n in range(300):
+            await item.delta(f"w{n} ")
+        events = await stream.take(300)
+        # read as soon as each batch arrives: every id is already in the file
+        assert {int(e.id or "") for e in events} <= _logged_ids(state)
+        texts = [e.text for e in decoded(events) if isinstance(e, ItemDelta)]
+        assert "".join(texts) == "".join(f"w{n} " for n in range(300))
+
+
+@asynccontextmanager
+async def _reply_followed(
+    make_agent: AgentFactory,
+) -> AsyncIterator[tuple[Agent, ItemHandle, EventStream]]:
+    """A served agent with a reply being written in ``c1``, and a reader of its events."""
     async with serve_agent(make_agent()) as (agent, address):
         conv = await agent.open_conversation(id="c1")
         item = await conv.append(kind="reply", final=False)
         c = Client(address)
         try:
             async with c.events(str(agent._store.last_event_id)) as stream:
-                for n in range(300):
-                    await item.delta(f"w{n} ")
-                events = await stream.take(300)
-                # read as soon as each batch arrives: every id is already in the file
-                assert {int(e.id or "") for e in events} <= _logged_ids(state)
-                texts = [e.text for e in decoded(events) if isinstance(e, ItemDelta)]
-                assert "".join(texts) == "".join(f"w{n} " for n in range(300))
+                yield agent, item, stream
         finally:
             await c.close()
 
@@ -611,7 +641,7 @@ async def test_deltas_are_committed_in_groups_and_survive_a_restart(
         conv = await agent.open_conversation(id="c1")
         item = await conv.append(kind="reply", final=False)
         commits: list[str] = []
-        await agent._store.db.set_trace_callback(  # the statements the connection runs
+        agent._store.db.set_trace_callback(  # the statements the connection runs
             lambda sql: commits.append(sql) if sql == "COMMIT" else None
         )
         for n in range(2000):
@@ -625,16 +655,21 @@ async def test_deltas_are_committed_in_groups_and_survive_a_restart(
         assert found.items[0].final
 
 
+def _refuse_boom(state: Path) -> None:
+    """From now on the disk refuses every event holding "boom" (a real SQLite failure)."""
+    with sqlite3.connect(state) as db:
+        db.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN instr(NEW.data, 'boom') > 0 "
+            "BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+        )
+
+
 async def test_a_failed_group_commit_undoes_its_deltas_and_the_next_delta_says_so(
     served: Served, client: Client, state: Path
 ) -> None:
     conv = await served.agent.open_conversation(id="c1")
     item = await conv.append(kind="reply", text="kept", final=False)
-    with sqlite3.connect(state) as db:  # the disk refuses the write (a real SQLite failure)
-        db.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN instr(NEW.data, 'boom') > 0 "
-            "BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
-        )
+    _refuse_boom(state)
     mark = str(served.agent._store.last_event_id)
     async with client.events(mark) as stream:
         await item.delta(" one")
@@ -649,3 +684,80 @@ async def test_a_failed_group_commit_undoes_its_deltas_and_the_next_delta_says_s
         events = decoded(await stream.take(2))
     assert [type(e) for e in events] == [ItemDelta, ItemUpdated]
     assert conv.items[0].text == "kept three"
+
+
+async def test_a_deferred_line_is_sent_in_one_commit_with_the_ask_about_it(
+    make_agent: AgentFactory, state: Path
+) -> None:
+    """A bridge's tool line (``defer=True``) is applied at once and sent with the ask raised
+    about it, in one commit; its later status (deferred too) is kept when the agent closes."""
+    async with serve_agent(make_agent()) as (agent, address):
+        conv = await agent.open_conversation(id="c1")
+        commits: list[str] = []
+        agent._store.db.set_trace_callback(
+            lambda sql: commits.append(sql) if sql == "COMMIT" else None
+        )
+        c = Client(address)
+        try:
+            async with c.events(str(agent._store.last_event_id)) as stream:
+                line = await conv.append(kind="tool", text="make", name="Bash", defer=True)
+                assert [i.kind for i in conv.items] == ["tool"]
+                assert await stream.quiet(0.0) == []  # applied, not sent: not in the file yet
+                allow = [Option(id="allow", label="Allow", role="allow")]
+                await conv.ask(kind="permission", id="a1", title="Run make?", options=allow)
+                events = await stream.take(3)
+                assert {int(e.id or "") for e in events} <= _logged_ids(state)
+        finally:
+            await c.close()
+        assert len(commits) == 1
+        kinds = [type(e) for e in decoded(events)]
+        assert kinds == [ItemAppended, AskRaised, ConversationUpdated]
+        await line.update(status="done", defer=True)
+    async with serve_agent(make_agent()) as (agent, _):
+        found = await agent.conversation("c1")
+        assert found is not None
+        assert [(i.kind, i.status) for i in found.items] == [("tool", "done")]
+    with sqlite3.connect(state) as db:
+        assert db.execute("SELECT id FROM asks").fetchall() == [("a1",)]
+
+
+async def test_a_reader_cancelled_while_the_queue_commits_leaves_it_committed(
+    make_agent: AgentFactory, state: Path
+) -> None:
+    """A commit handed to the disk cannot be called back: a reader cancelled meanwhile (a
+    client gone) does not undo what is in the file, and the delta still reaches readers."""
+    async with _reply_followed(make_agent) as (agent, item, stream):
+        await item.delta("kept")
+        reader = asyncio.ensure_future(agent.conversation("c1"))  # commits the queue
+        await asyncio.sleep(0)  # the commit is with the writer now
+        reader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reader
+        assert item.item.text == "kept"
+        [delta] = decoded(await stream.take(1))
+        assert isinstance(delta, ItemDelta)
+        assert delta.text == "kept"
+    with sqlite3.connect(state) as db:
+        [(data,)] = db.execute("SELECT data FROM items WHERE conversation = 'c1'").fetchall()
+    assert decode(bytes(data), Item).text == "kept"
+
+
+async def test_a_queue_that_fails_under_a_transaction_fails_it_and_leaves_no_gap_in_ids(
+    served: Served, client: Client, state: Path
+) -> None:
+    """A transaction that reads commits the queued deltas first; when that commit fails, the
+    transaction fails too (its events were numbered after theirs), and the next events
+    follow the log without a gap."""
+    conv = await served.agent.open_conversation(id="c1")
+    item = await conv.append(kind="reply", text="kept", final=False)
+    _refuse_boom(state)
+    mark = served.agent._store.last_event_id
+    async with client.events(str(mark)) as stream:
+        await item.delta(" boom")  # queued
+        with pytest.raises(sqlite3.Error, match="disk says no"):
+            await served.agent.open_conversation(id="c2")  # reads the file: the queue first
+        assert await served.agent.conversation("c2") is None
+        await served.agent.open_conversation(id="c3")
+        [opened] = await stream.take(1)
+    assert opened.id == str(mark + 1)
+    assert isinstance(decoded([opened])[0], ConversationOpened)

@@ -185,10 +185,15 @@ class ConversationHandle:
         output: str | None = None,
         words: Words | None = None,
         push: NoticePush | None = None,
+        defer: bool = False,
     ) -> ItemHandle:
         """Append an item (``item.appended``). ``final=False`` starts one that grows by
         :meth:`ItemHandle.delta` until :meth:`ItemHandle.finish`. ``words``: its text as a
         key of the gateway's catalogue; ``push`` (a ``notice``): the gateway pushes it.
+
+        ``defer=True`` returns once the item is applied: it is committed (and sent) with the
+        agent's next write, e.g. the ask raised about it — one commit for both — or on its
+        own a few milliseconds later, as a delta is.
 
         Raises:
             LocalWireError: the conversation is closed, the id is taken, or a limit is broken.
@@ -219,7 +224,7 @@ class ConversationHandle:
             )
             return ItemHandle(self, keeper.add_item(tx, self, item))
 
-        return await keeper.transact(build)
+        return await keeper.transact(build, defer=defer)
 
     async def update(
         self,
@@ -401,7 +406,7 @@ class ItemHandle:
 
         Returns once the delta is applied; it is committed with the deltas written in the
         next few milliseconds, in one transaction, and sent to readers only then. Any other
-        write (``finish`` too) commits it first.
+        write (``finish`` too) commits it in its own transaction.
 
         Raises:
             LocalWireError: the item is final, its conversation closed, or its text too long.
@@ -431,9 +436,11 @@ class ItemHandle:
         label: str | UnsetType | None = UNSET,
         url: str | UnsetType | None = UNSET,
         language: str | UnsetType | None = UNSET,
+        defer: bool = False,
     ) -> None:
         """Replace the item whole with what is given changed (``item.updated``): a tool
-        call's status and output, a final text."""
+        call's status and output, a final text. ``defer``: as in
+        :meth:`ConversationHandle.append`."""
         conv = self.conversation
         changes = {
             k: v
@@ -456,7 +463,7 @@ class ItemHandle:
                 new = replace(new, at=conv._keeper.now())
             conv._keeper.put_item(tx, conv, self._seq, checked(new), None)
 
-        await conv._keeper.transact(build)
+        await conv._keeper.transact(build, defer=defer)
 
     async def finish(self, text: str | None = None) -> None:
         """Make the item final, with ``text`` as its whole text when given (``item.updated``)."""

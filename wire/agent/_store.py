@@ -2,14 +2,18 @@
 of the SDK (conversations, items, asks, command records, ``once`` marks): no other module of
 ``wire/agent`` holds SQL.
 
-Every access to the connection holds :attr:`Store.lock`: an aiosqlite connection runs one
-statement at a time, but a coroutine's transaction would interleave with another's without it.
+Every access to the connection holds :attr:`Store.lock`, so one coroutine's transaction never
+interleaves with another's. Reads and a transaction's statements run on the event loop (a few
+µs of SQLite each, less than a trip to a thread and back); only its ``COMMIT``, which waits for
+the disk (``synchronous=FULL``: on disk before it is visible), runs in the store's writer
+thread — one hand-off a commit, so the writer rarely waits for the loop to give it the GIL.
 
-Group commit: a transaction built with ``defer=True`` (an item's delta) is applied in memory
-and queued; the queue is committed in one SQLite transaction a few milliseconds later, when it
-grows past :data:`BATCH`, or before anything else takes the lock (a command, a read, another
-write) — so every reader and writer sees only committed state. Its events reach no reader
-before that commit (wire/SPEC.md §10: an event the agent has sent is in its log).
+Group commit: a transaction built with ``defer=True`` (an item's delta, a bridge's tool line)
+is applied in memory and queued; the queue is committed in one SQLite transaction with the next
+transaction that is not deferred, or a few milliseconds later, when it grows past
+:data:`BATCH`, or before a read (a reader's lock, or a read inside a transaction) — so every
+reader and writer sees only committed state. Its events reach no reader before that commit
+(wire/SPEC.md §10: an event the agent has sent is in its log).
 """
 
 from __future__ import annotations
@@ -19,13 +23,13 @@ import contextlib
 import itertools
 import logging
 import os
+import sqlite3
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
-
-import aiosqlite
 
 from wire.agent._rules import Resolution, us
 from wire.errors import LocalWireError
@@ -34,6 +38,7 @@ from wire.messages import MAX_EVENT, AgentEvent, Ask, Conversation, Item, decode
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Params = Sequence[Any] | Callable[[], Sequence[Any]]
+Runs = list[tuple[str, list[Sequence[Any]]]]  # a commit's statements, each with its rows
 
 SCHEMA_VERSION: Final = 1
 RING: Final = 4096  # events kept in memory for live readers; older ones are read from disk
@@ -127,6 +132,7 @@ class Tx:
     after: list[Callable[[], None]] = field(default_factory=list)
     touched: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     keys: dict[int, object] = field(default_factory=dict)
+    records: bool = False  # writes asks, command records or once marks: never queued
 
     def execute(self, sql: str, params: Params = (), *, key: object = None) -> None:
         """Add a statement. A statement with a ``key`` replaces a whole row: when a group
@@ -189,10 +195,12 @@ class Tx:
             "ON CONFLICT (id) DO UPDATE SET turn = excluded.turn, data = excluded.data",
             (ask.id, ask.conversation, turn, encode(ask)),
         )
+        self.records = True
 
     def resolve_ask(self, ask_id: str, resolution: Resolution) -> None:
         """Write how an ask ended."""
         self.execute("UPDATE asks SET resolution = ? WHERE id = ?", (encode(resolution), ask_id))
+        self.records = True
 
     def record(self, request_id: str, key: bytes, result: bytes, at_us: int) -> None:
         """Keep a command's first result under its request id and canonical key."""
@@ -200,10 +208,12 @@ class Tx:
             "INSERT INTO requests (request_id, body, status, result, at_us) VALUES (?, ?, ?, ?, ?)",
             (request_id, key, 200, result, at_us),
         )
+        self.records = True
 
     def mark_acted(self, ask_id: str, key: str) -> None:
         """Keep the mark of an ask's action run once (``AskHandle.once``)."""
         self.execute("INSERT INTO acted (ask, key) VALUES (?, ?)", (ask_id, key))
+        self.records = True
 
 
 class Store:
@@ -218,7 +228,8 @@ class Store:
         self.last_event_id = 0
         self.pruned_through = 0
         self.ring: deque[Frame] = deque(maxlen=min(keep_events, RING))
-        self._db: aiosqlite.Connection | None = None
+        self._db: sqlite3.Connection | None = None
+        self._writer: ThreadPoolExecutor | None = None
         self._wake = asyncio.Event()
         self._pending: set[asyncio.Task[Any]] = set()
         self._queued: list[Tx] = []
@@ -226,7 +237,7 @@ class Store:
         self._failed: BaseException | None = None
 
     @property
-    def db(self) -> aiosqlite.Connection:
+    def db(self) -> sqlite3.Connection:
         """The connection; only while open and while holding :attr:`lock`."""
         if self._db is None:
             raise RuntimeError("the agent's store is not open")
@@ -236,21 +247,17 @@ class Store:
         """Open (or create, mode 0600) the file, WAL, and read where the event log stands."""
         # SQLite gives the -wal and -shm files the mode of the database file.
         os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-        db = await aiosqlite.connect(self.path, isolation_level=None)
+        writer = ThreadPoolExecutor(1, thread_name_prefix="wire-agent-store")
         try:
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=FULL")
-            await db.execute("PRAGMA busy_timeout=5000")
-            await db.executescript(_SCHEMA)
-            rows = await db.execute_fetchall("SELECT key, value FROM meta")
-            meta: dict[str, int] = {str(r[0]): int(r[1]) for r in rows}
+            db, meta = await asyncio.get_running_loop().run_in_executor(writer, _connect, self.path)
         except BaseException:
-            await db.close()
+            writer.shutdown(wait=False)
             raise
         if meta["schema"] != SCHEMA_VERSION:
-            await db.close()
+            await asyncio.get_running_loop().run_in_executor(writer, db.close)
+            writer.shutdown(wait=False)
             raise RuntimeError(f"{self.path}: unknown schema version {meta['schema']}")
-        self._db = db
+        self._db, self._writer = db, writer
         self.last_event_id = int(meta["last_event_id"])
         self.pruned_through = int(meta["pruned_through"])
 
@@ -261,14 +268,24 @@ class Store:
         if self._queued and self._db is not None:
             async with self.locked():
                 pass
-        if self._db is not None:
+        if self._db is not None and self._writer is not None:
             db, self._db = self._db, None
-            await db.close()
+            writer, self._writer = self._writer, None
+            await asyncio.get_running_loop().run_in_executor(writer, db.close)
+            writer.shutdown(wait=False)
         self.wake()
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Rows of a query; the caller holds :attr:`lock` (taken by :meth:`locked`)."""
-        return list(await self.db.execute_fetchall(sql, params))
+        """Rows of a query, read on the loop once the queued transactions are committed; the
+        caller holds :attr:`lock` (taken by :meth:`locked`, or a transaction's)."""
+        if self._queued:  # inside a transaction's build: its event ids follow the queue's
+            await self._flush(strict=True)
+        return self._read(sql, params)
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of a query as committed, the queue left as it is: for the tables a queued
+        transaction never writes (asks, command records, once marks: see ``Tx.records``)."""
+        return self.db.execute(sql, params).fetchall()
 
     @contextlib.asynccontextmanager
     async def locked(self) -> AsyncIterator[None]:
@@ -283,10 +300,11 @@ class Store:
         Runs in a task of its own that the caller's cancellation does not reach: a started
         write always ends, committed and applied, or rolled back and undone.
 
-        With ``defer``, ``build`` must not read the file: the transaction is queued for the
-        next group commit and this returns once it is applied in memory (it waits for the
-        commit only when :data:`BATCH` are queued). A group commit that fails undoes its
-        transactions, and the next deferred transaction raises its error.
+        With ``defer``, ``build`` must not read the file: the transaction is queued and this
+        returns once it is applied in memory (it waits for the commit only when :data:`BATCH`
+        are queued); the queue is committed with the next transaction, or on its own a few
+        milliseconds later. A group commit that fails undoes its transactions, and the next
+        deferred transaction raises its error.
         """
         if defer and self._failed is not None:
             failed, self._failed = self._failed, None
@@ -313,7 +331,10 @@ class Store:
                 for undo in reversed(tx.undo):
                     undo()
                 raise
-            self._enqueue(tx)
+            if tx.records:
+                await self._flush(tx)
+            else:
+                self._enqueue(tx)
             return result
 
     def _next_tx(self) -> Tx:
@@ -341,44 +362,51 @@ class Store:
         async with self.lock:
             await self._flush()
 
-    async def _flush(self) -> None:
-        """Commit the queued transactions in one; the caller holds the lock."""
+    async def _flush(self, tx: Tx | None = None, *, strict: bool = False) -> None:
+        """Commit the queued transactions, and ``tx`` after them, in one; the caller holds the
+        lock. A failure undoes them all; ``tx``'s caller (or with ``strict`` this one: a
+        transaction being built, numbered after the queue) gets the error, and so does the next
+        deferred transaction when queued ones were undone."""
         queued, self._queued = self._queued, []
         if self._flusher is not None:
             self._flusher.cancel()
             self._flusher = None
-        if not queued:
+        batch = [*queued, tx] if tx is not None else queued
+        if not batch:
             return
         try:
-            await self._commit(queued)
+            if any(t.sql for t in batch):
+                await self._commit(batch)
         except BaseException as exc:
-            for tx in reversed(queued):
-                for undo in reversed(tx.undo):
+            for undone in reversed(batch):
+                for undo in reversed(undone.undo):
                     undo()
-            log.error("a group commit failed; its %d transactions are undone", len(queued))
-            self._failed = exc
-            if not isinstance(exc, Exception):
+            if queued:
+                log.error("a group commit failed; its %d transactions are undone", len(queued))
+                self._failed = exc
+            if tx is not None or strict or not isinstance(exc, Exception):
                 raise
             return
-        for tx in queued:
-            self._applied(tx, wake=False)
-        self.wake()
+        for done in batch:
+            self._applied(done, wake=False)
+        if any(t.frames for t in batch):
+            self.wake()
 
     async def _transact(self, build: Callable[[Tx], Awaitable[T]], defer: bool) -> T:
-        async with self.locked():
+        # The queued transactions are committed with this one (a read in ``build`` commits
+        # them first: see fetch), so a deferred write costs no commit of its own.
+        async with self.lock:
             tx = self._next_tx()
             try:
                 result = await build(tx)
-                if defer and len(self._queued) < BATCH:
-                    self._enqueue(tx)
-                    return result
-                if tx.sql:
-                    await self._commit([tx])
             except BaseException:
                 for undo in reversed(tx.undo):
                     undo()
                 raise
-            self._applied(tx)
+            if defer and not tx.records and len(self._queued) < BATCH:
+                self._enqueue(tx)
+            else:
+                await self._flush(tx)
             return result
 
     def _applied(self, tx: Tx, *, wake: bool = True) -> None:
@@ -392,7 +420,6 @@ class Store:
             self.wake()
 
     async def _commit(self, txs: list[Tx]) -> None:
-        db = self.db
         last = self.last_event_id
         for tx in txs:
             if tx.frames:
@@ -416,26 +443,45 @@ class Store:
                     ("UPDATE meta SET value = ? WHERE key = 'pruned_through'", (pruned,))
                 )
                 txs[-1].on_commit(lambda: setattr(self, "pruned_through", pruned))
-        await db.execute("BEGIN IMMEDIATE")
+        # Runs of one statement go in one executemany.
+        runs: Runs = []
+        for index, (sql, params) in enumerate(statements):
+            if index in dropped:
+                continue
+            if not runs or runs[-1][0] != sql:
+                runs.append((sql, []))
+            runs[-1][1].append(params() if callable(params) else params)
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
         try:
-            # Runs of one statement go in one executemany: one trip to SQLite's thread.
-            run: list[Sequence[Any]] = []
-            run_sql = ""
-            for index, (sql, params) in enumerate(statements):
-                if index in dropped:
-                    continue
-                if sql != run_sql and run:
-                    await db.executemany(run_sql, run)
-                    run = []
-                run_sql = sql
-                run.append(params() if callable(params) else params)
-            if run:
-                await db.executemany(run_sql, run)
-            await db.execute("COMMIT")
+            for sql, rows in runs:
+                db.executemany(sql, rows)
         except BaseException:
             with contextlib.suppress(Exception):
-                await db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
             raise
+        await self._write()
+
+    async def _write(self) -> None:
+        """``COMMIT`` in the writer thread. It cannot be called back once handed over, so a
+        cancelled caller still waits for it (holding the lock: nothing else uses the
+        connection meanwhile) and is cancelled at its next wait once it is known."""
+        assert self._writer is not None
+        done = asyncio.get_running_loop().run_in_executor(self._writer, _commit_now, self.db)
+        cancelled = False
+        while True:
+            try:
+                await asyncio.shield(done)
+                break
+            except asyncio.CancelledError:
+                if done.done():
+                    break
+                cancelled = True
+        if cancelled:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+        done.result()
 
     # --- reads of the agent's state (the caller holds the lock) ------------------------
 
@@ -474,7 +520,7 @@ class Store:
 
     async def ask(self, ask_id: str) -> KeptAsk | None:
         """The ask kept under ``ask_id``, or ``None``."""
-        rows = await self.fetch(
+        rows = self._read(
             "SELECT conversation, turn, data, resolution FROM asks WHERE id = ?", (ask_id,)
         )
         if not rows:
@@ -485,14 +531,14 @@ class Store:
 
     async def resolution(self, ask_id: str) -> Resolution | None:
         """How the ask ``ask_id`` ended; ``None`` when it is open or unknown."""
-        rows = await self.fetch("SELECT resolution FROM asks WHERE id = ?", (ask_id,))
+        rows = self._read("SELECT resolution FROM asks WHERE id = ?", (ask_id,))
         if not rows or rows[0][0] is None:
             return None
         return decode(bytes(rows[0][0]), Resolution)
 
     async def unresolved_asks(self, conversation_id: str) -> list[str]:
         """The ids of a conversation's asks kept open."""
-        rows = await self.fetch(
+        rows = self._read(
             "SELECT id FROM asks WHERE conversation = ? AND resolution IS NULL",
             (conversation_id,),
         )
@@ -500,14 +546,12 @@ class Store:
 
     async def prior(self, request_id: str) -> tuple[bytes, bytes] | None:
         """The canonical key and first result recorded under ``request_id``."""
-        rows = await self.fetch(
-            "SELECT body, result FROM requests WHERE request_id = ?", (request_id,)
-        )
+        rows = self._read("SELECT body, result FROM requests WHERE request_id = ?", (request_id,))
         return (bytes(rows[0][0]), bytes(rows[0][1])) if rows else None
 
     async def acted(self, ask_id: str, key: str) -> bool:
         """Whether an ask's action under ``key`` ran in a run before."""
-        rows = await self.fetch("SELECT 1 FROM acted WHERE ask = ? AND key = ?", (ask_id, key))
+        rows = self._read("SELECT 1 FROM acted WHERE ask = ? AND key = ?", (ask_id, key))
         return bool(rows)
 
     async def forget_requests(self, before_us: int) -> None:
@@ -541,3 +585,29 @@ class Store:
                 (after, limit),
             )
         return [frame(int(r[0]), str(r[1]), bytes(r[2])) for r in rows]
+
+
+def _connect(path: Path) -> tuple[sqlite3.Connection, dict[str, int]]:
+    """Open the file (in the writer thread): WAL, each commit on disk before it returns, the
+    schema; and the ``meta`` table's values."""
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA busy_timeout=5000")
+        db.executescript(_SCHEMA)
+        rows = db.execute("SELECT key, value FROM meta").fetchall()
+    except BaseException:
+        db.close()
+        raise
+    return db, {str(r[0]): int(r[1]) for r in rows}
+
+
+def _commit_now(db: sqlite3.Connection) -> None:
+    """Commit the open transaction (in the writer thread); rolled back if that fails."""
+    try:
+        db.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(Exception):
+            db.execute("ROLLBACK")
+        raise
