@@ -51,7 +51,8 @@ def test_one_worker_alone_takes_every_agent() -> None:
 def test_a_worker_joining_gets_its_share_by_hand_over() -> None:
     everything = {a: "w1" for a in AGENTS}
     p = plan("w1", ["w1", "w2", "w3"], AGENTS, everything)
-    assert p.give_back == tuple(AGENTS[10:]) and p.take == ()
+    assert p.give_back == tuple(AGENTS[10:])
+    assert p.take == ()
     assert plan("w2", ["w1", "w2", "w3"], AGENTS, everything) == Plan()  # nothing free yet
     settled = rounds(["w1", "w2", "w3"], everything, random.Random(1))
     assert counts(settled, ["w1", "w2", "w3"]) == [10, 10, 10]
