@@ -7,7 +7,6 @@ and the hand-over of taps to the worker that follows the agent (``services/answe
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -151,9 +150,11 @@ class Workers:
         following.start()
 
     async def _settle(self) -> None:
-        """What this worker's links read is written and applied, the mirror flushed."""
+        """What this worker's links read is written and applied (as the holder's: the phone
+        events it tells are written too, while its epoch holds), the mirror flushed."""
         await self.log.drain()
         await self.log.catch_up()
+        await self.log.drain()
         if self._mirrors is not None:
             await self._mirrors.flush()
 
@@ -162,10 +163,7 @@ class Workers:
         return self.following is not None and self.following.holds(name)
 
     async def close(self) -> None:
-        """Give the leases back and write what is queued, then stop."""
-        if self._mirrors is not None:  # while the leases are still this worker's
-            with contextlib.suppress(Exception):
-                await self._mirrors.flush()
+        """Give the leases back (what was read written first), then stop."""
         if self.following is not None:
             await self.following.close()
         self.bus.close()

@@ -206,34 +206,32 @@ class Following:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="leases")
 
     async def close(self) -> None:
-        """Stop, give every lease back (another worker takes it at once)."""
+        """Stop, give every lease back cleanly (another worker takes it at once and resumes
+        after what this one read)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        for name, lease in list(self.held.items()):
-            link = self.links.pop(name, None)
-            if link is not None:
-                await link.close()
-            try:
-                await self.leases.give_back(lease)
-            except Exception as exc:  # the store is gone: the lease runs out on its own
-                log.warning("agent %s: lease not given back (%s)", name, exc)
-            if name.startswith(BRIDGE):
-                self.on_duty(name, False)
-        self.held.clear()
+        try:
+            await self.hand_over(list(self.held))
+        except Exception as exc:  # the store is gone: the leases run out on their own
+            log.warning("leases not given back (%s)", exc)
+        for name in list(self.held):
+            self.drop(name, "stopping")
         with contextlib.suppress(Exception):
             await self.leases.quit()
 
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
         pause = self.leases.seconds / RENEWALS
         while True:
+            began = loop.time()
             try:
                 await self.round()
             except Exception as exc:  # the store unreachable: renewals fail, links drop
                 log.warning("leases not renewed: %s", exc)
-            await asyncio.sleep(pause)
+            await asyncio.sleep(max(0.0, pause - (loop.time() - began)))
 
     async def round(self) -> None:
         """Say this worker is live, renew what is held (drop what is not), then give back a
@@ -260,14 +258,19 @@ class Following:
             self.resync(unread)
         followed = {a: h for a, h in holders.items() if a in self.sources}
         todo = plan(self.me, workers, list(self.sources), followed)
-        for name in todo.give_back:
-            await self.hand_over(name)
+        if todo.give_back:
+            await self.hand_over(todo.give_back)
+        taken: list[Taken] = []
         for name in (*todo.take, *(d for d in self.duties if d not in holders)):
-            taken = await self.leases.take_over(name)
-            if taken is not None:
-                await self._hold(taken)
+            one = await self.leases.take_over(name)
+            if one is not None:
+                taken.append(one)
+        if any(t.given_by is not None for t in taken):
+            await self.catch_up()  # all the old holders wrote: their links resume after it
+        for one in taken:
+            self._hold(one)
 
-    async def _hold(self, taken: Taken) -> None:
+    def _hold(self, taken: Taken) -> None:
         lease = taken.lease
         name = lease.agent
         self.held[name] = lease
@@ -282,8 +285,6 @@ class Following:
         if source is None:
             self.on_duty(name, True)
             return
-        if taken.given_by is not None:
-            await self.catch_up()  # all the old holder wrote: resume after it
         shown = self.mirrors[name]
         # The link's own mirror starts from what the screens show, as STARTING: its first
         # READY is a change, and unsettled taps are sent again then (T1).
@@ -295,22 +296,22 @@ class Following:
         self.links[name] = link
         link.start()
 
-    async def hand_over(self, name: str) -> None:
-        """Give an agent's lease back for another worker to take, cleanly: the link stops,
-        what it read is written and applied as the holder's, the mirror flushed, then the
+    async def hand_over(self, names: Sequence[str]) -> None:
+        """Give these leases back for other workers to take, cleanly: the links stop, what
+        they read is written and applied as the holder's, the mirror flushed, then each
         lease is freed."""
-        lease = self.held.get(name)
-        if lease is None:
-            return
-        link = self.links.pop(name, None)
-        if link is not None:
-            await link.close()
+        leases = {n: self.held[n] for n in names if n in self.held}
+        links = [link for n in leases if (link := self.links.pop(n, None)) is not None]
+        await asyncio.gather(*(link.close() for link in links))
         await self.settle()
-        if self.held.get(name) != lease:
-            return  # lost meanwhile
-        del self.held[name]
-        await self.leases.give_back(lease)
-        log.debug("agent %s: given back for another worker (lease epoch %d)", name, lease.epoch)
+        for name, lease in leases.items():
+            if self.held.get(name) != lease:
+                continue  # lost meanwhile
+            del self.held[name]
+            await self.leases.give_back(lease)
+            if name.startswith(BRIDGE):
+                self.on_duty(name, False)
+            log.debug("%s: given back (lease epoch %d)", _label(name), lease.epoch)
 
     def drop(self, name: str, why: str) -> None:
         """Stop following ``name`` at once (its lease is not this worker's any more)."""
