@@ -566,9 +566,9 @@ async def balance(server: ThrowawayPostgres, count: int, lease: float, items: in
                 used = await cpu_under_load(gateways, conv, items)
                 for n, spent in enumerate(used):
                     figures[f"postgresql worker {n}: cpu s"] = spent
-                figures["hand-overs"] = sum(
-                    len(HANDED.findall(g.log.read_text(errors="replace"))) for g in gateways
-                )
+                logs = [g.log.read_text(errors="replace") for g in gateways]
+                figures["hand-overs"] = sum(len(HANDED.findall(text)) for text in logs)
+                figures["leases lost"] = sum(text.count(": lease lost") for text in logs)
             finally:
                 await stop(gateways)
                 drop_database(server.url(), url)
@@ -588,6 +588,7 @@ def report_balance(figures: Figures, options: argparse.Namespace) -> None:
         f"{took:5.2f} s = {took / options.lease:.2f} × lease",
     )
     row("hand-overs (each said once)", f"{figures['hand-overs']:.0f}")
+    row("leases lost (renewed late: a loaded machine)", f"{figures['leases lost']:.0f}")
     base = figures["sqlite, 1 worker: cpu s"]
     used = [v for k, v in figures.items() if k.startswith("postgresql worker")]
     heading(f"CPU while the agent writes {options.balance_items} items on every socket")

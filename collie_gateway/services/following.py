@@ -223,30 +223,45 @@ class Following:
             await self.leases.quit()
 
     async def _loop(self) -> None:
+        """Renew on time, apart from the balancing (a hand-over takes what it takes)."""
+        balancing = asyncio.get_running_loop().create_task(self._every(self.round), name="balance")
+        try:
+            await self._every(self.renew)
+        finally:
+            balancing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await balancing
+
+    async def _every(self, step: Callable[[], Awaitable[None]]) -> None:
         loop = asyncio.get_running_loop()
         pause = self.leases.seconds / RENEWALS
         while True:
             began = loop.time()
             try:
-                await self.round()
+                await step()
             except Exception as exc:  # the store unreachable: renewals fail, links drop
-                log.warning("leases not renewed: %s", exc)
+                log.warning("leases not kept: %s", exc)
             await asyncio.sleep(max(0.0, pause - (loop.time() - began)))
 
-    async def round(self) -> None:
-        """Say this worker is live, renew what is held (drop what is not), then give back a
-        surplus or take free leases up to this worker's share, and free duties."""
+    async def renew(self) -> None:
+        """Say this worker is live, renew what is held (drop what is not)."""
         await self.leases.heartbeat()
-        if self.held:
-            try:
-                kept = await self.leases.renew_all(list(self.held.values()))
-            except Exception:
-                for name in list(self.held):
-                    self.drop(name, "its lease could not be renewed")
-                raise
-            for name in list(self.held):
-                if name not in kept:
-                    self.drop(name, "lease lost")
+        batch = dict(self.held)
+        if not batch:
+            return
+        try:
+            kept = await self.leases.renew_all(list(batch.values()))
+        except Exception:
+            for name in batch:
+                self.drop(name, "its lease could not be renewed")
+            raise
+        for name, lease in batch.items():
+            if name not in kept and self.held.get(name) == lease:
+                self.drop(name, "lease lost")
+
+    async def round(self) -> None:
+        """Give back a surplus, or take free leases up to this worker's share, and free
+        duties (one survey of the leases table decides)."""
         self.seen = await self.leases.survey()
         workers = [h.holder for h in self.seen if h.name.startswith(WORKER_ROW)]
         holders = {h.name: h.holder for h in self.seen if not h.name.startswith(WORKER_ROW)}
