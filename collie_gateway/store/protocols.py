@@ -380,10 +380,6 @@ class LeasesStore(Protocol):
         """Extend every lease still held; the agents whose lease was."""
         ...
 
-    async def held_elsewhere(self, agents: list[str]) -> set[str]:
-        """Which of ``agents`` have a live lease now (held by anyone)."""
-        ...
-
     async def give_back(self, lease: Lease) -> None:
         """Free a lease at once, for another worker to take."""
         ...

@@ -125,17 +125,6 @@ class Leases:
             )
             return {str(row[0]) for row in await cur.fetchall()}
 
-    async def held_elsewhere(self, agents: list[str]) -> set[str]:
-        """Which of ``agents`` have a live lease now (held by anyone)."""
-        if not agents:
-            return set()
-        async with self.db.reading() as conn:
-            cur = await conn.execute(
-                "SELECT agent FROM leases WHERE agent = ANY(%s) AND expires_at > clock_timestamp()",
-                (agents,),
-            )
-            return {str(row[0]) for row in await cur.fetchall()}
-
     async def give_back(self, lease: Lease) -> None:
         """Free a lease at once (a worker stopping), for another worker to take."""
         async with self.db.transaction() as conn:
