@@ -38,6 +38,14 @@ streams on both surviving workers have heard that ask. The killed worker is then
 again and the next round kills the new holder (``--kills`` rounds). The SQLite baseline has
 no failover: its one process is killed -9 and started again at once on the same file and
 port (no supervisor's delay), timed until ``/healthz`` says the agent is ready.
+
+**Balance.** ``--balance-agents`` agents (one SDK agent in this process served on as many
+sockets) and three PostgreSQL workers started one after another (lease ``--lease``): the
+time from the third worker's first heartbeat (it shows in ``GET /api/v1/workers``) until
+no worker follows more than its share, the share of each, and the hand-overs the logs say.
+Then the agent writes an item to one conversation on every socket, ``--balance-items``
+times, and each worker's CPU time (``/proc/<pid>/stat``) over that stretch is shown with its
+share of the three; beside it one SQLite worker following every agent under the same load.
 """
 
 from __future__ import annotations
@@ -552,17 +560,146 @@ def spread(label: str, samples: list[float]) -> Figures:
     }
 
 
+# --- balance: thirty agents over three workers, and each worker's CPU ------------------------
+
+HANDED = re.compile(r"following it \(lease epoch \d+\), handed over by")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def roster(gateway: Gateway) -> list[dict[str, object]]:
+    async with aiohttp.ClientSession() as http, http.get(gateway.base + "/api/v1/workers") as r:
+        return list((await r.json())["workers"])
+
+
+def holdings(workers: list[dict[str, object]]) -> list[int]:
+    return sorted(len(w["agents"]) for w in workers)  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def many_agents(tmp: Path, count: int) -> AsyncIterator[list[ConversationHandle]]:
+    """One SDK agent served on ``count`` sockets, named in ``tmp/sources.json``; a
+    conversation open on it (seen by every one of them)."""
+    agent = Agent(runtime="desk", state_path=tmp / "many.agent.db")
+    names = [f"a{n:02}" for n in range(count)]
+    for name in names:
+        await agent.serve_unix(tmp / f"{name}.sock")
+    entries = [{"name": n, "socket": str(tmp / f"{n}.sock")} for n in names]
+    (tmp / "sources.json").write_text(json.dumps({"durable_agents": entries}), encoding="utf-8")
+    try:
+        yield [await agent.open_conversation("load", title="Load")]
+    finally:
+        await agent.close()
+
+
+async def cpu_under_load(
+    gateways: Sequence[Gateway], conv: ConversationHandle, items: int
+) -> list[float]:
+    """Each worker's CPU seconds while the agent writes ``items`` items, then settles."""
+    before = [cpu_seconds(g.proc.pid) for g in gateways]
+    for n in range(items):
+        await conv.append(text=f"item {n}")
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(1.0)  # what was written is read and applied
+    return [cpu_seconds(g.proc.pid) - b for g, b in zip(gateways, before, strict=True)]
+
+
+async def balance(server: ThrowawayPostgres, count: int, lease: float, items: int) -> Figures:
+    env = {"COLLIE_LEASE_SECONDS": str(lease)}
+    figures: Figures = {}
+    with tempfile.TemporaryDirectory(prefix="wb-") as folder:
+        tmp = Path(folder)
+        async with many_agents(tmp, count) as [conv]:
+            one = await spawn(tmp, str(tmp / "one.db"), tmp / "one.log", free_port())
+            await wait_ready(one)
+            [alone] = await cpu_under_load([one], conv, items)
+            await stop([one])
+            figures["sqlite, 1 worker: cpu s"] = alone
+            url = new_database(server.url())
+            gateways: list[Gateway] = []
+            try:
+                for n in range(3):
+                    if n == 2:
+                        third = await spawn(tmp, url, tmp / "w2.log", free_port(), env)
+                        gateways.append(third)
+                        joined = balanced = None
+                        cap = -(-count // 3)
+                        while balanced is None:
+                            seen = await roster(gateways[0])
+                            now = time.perf_counter()
+                            joined = joined or (now if len(seen) == 3 else None)
+                            if len(seen) == 3 and max(holdings(seen)) <= cap:
+                                balanced = now
+                            await asyncio.sleep(0.05)
+                        assert joined is not None
+                        figures["balanced after s"] = balanced - joined
+                        await wait_ready(third)
+                    else:
+                        gateways.append(await start_worker(tmp, url, f"w{n}", env))
+                await asyncio.sleep(2 * lease)  # settled
+                for n, held in enumerate(holdings(await roster(gateways[0]))):
+                    figures[f"share {n}"] = held
+                used = await cpu_under_load(gateways, conv, items)
+                for n, spent in enumerate(used):
+                    figures[f"postgresql worker {n}: cpu s"] = spent
+                logs = [g.log.read_text(errors="replace") for g in gateways]
+                figures["hand-overs"] = sum(len(HANDED.findall(text)) for text in logs)
+                figures["leases lost"] = sum(text.count(": lease lost") for text in logs)
+            finally:
+                await stop(gateways)
+                drop_database(server.url(), url)
+    return figures
+
+
+def report_balance(figures: Figures, options: argparse.Namespace) -> None:
+    heading(
+        f"balance: {options.balance_agents} agents, 3 postgresql workers started one after"
+        f" another, lease {options.lease:g} s"
+    )
+    shares = [int(v) for k, v in figures.items() if k.startswith("share ")]
+    row("agents each worker follows", " / ".join(str(s) for s in shares))
+    took = figures["balanced after s"]
+    row(
+        "balanced after the third's first heartbeat",
+        f"{took:5.2f} s = {took / options.lease:.2f} × lease",
+    )
+    row("hand-overs (each said once)", f"{figures['hand-overs']:.0f}")
+    row("leases lost (renewed late: a loaded machine)", f"{figures['leases lost']:.0f}")
+    base = figures["sqlite, 1 worker: cpu s"]
+    used = [v for k, v in figures.items() if k.startswith("postgresql worker")]
+    heading(f"CPU while the agent writes {options.balance_items} items on every socket")
+    row("sqlite, 1 worker (all agents)", f"{base:6.2f} s")
+    for n, spent in enumerate(used):
+        row(
+            f"postgresql worker {n}",
+            f"{spent:6.2f} s  {spent / sum(used):4.0%} of the three  {ratio(spent, base)} sqlite",
+        )
+
+
 # --- the run and the report --------------------------------------------------------------
 
 
 async def main(options: argparse.Namespace) -> tuple[dict[str, Figures], dict[str, str]]:
     results: dict[str, Figures] = {"load": {"before": os.getloadavg()[0]}}
     spy: Path | None = options.py_spy  # made by the caller
+    if options.only == "balance":
+        with ThrowawayPostgres() as server:
+            figures = await balance(
+                server, options.balance_agents, options.lease, options.balance_items
+            )
+        return {"balance": figures}, {}
     with ThrowawayPostgres() as server, ThrowawayPostgres(durable=True) as durable:
         results["ledger"] = await ledger((server, durable), options.seconds, options.concurrency)
         lat, profiles = await latencies(server, durable, options.streams, options.asks, spy)
         results["latency"] = lat
         results["failover"] = await failover(server, options.lease, options.kills)
+        results["balance"] = await balance(
+            server, options.balance_agents, options.lease, options.balance_items
+        )
     results["failover"] |= await sqlite_restart(options.kills)
     results["load"]["after"] = os.getloadavg()[0]
     return results, profiles
@@ -590,6 +727,10 @@ def targets(results: dict[str, Figures]) -> list[tuple[str, bool, str]]:
 def report(
     results: dict[str, Figures], profiles: dict[str, str], options: argparse.Namespace
 ) -> None:
+    if options.only == "balance":
+        report_balance(results["balance"], options)
+        print(json.dumps(results))
+        return
     load = results["load"]
     heading(
         f"load average (1 min) {load['before']:.1f} before, {load['after']:.1f} after, on "
@@ -637,6 +778,7 @@ def report(
     heard = ratio(fail["failover: ask heard s"], mid)
     row("sqlite, no failover: restart", f"{mid:5.2f} s  ({low:.2f}–{high:.2f} s) to ready")
     row("failover's ask heard / restart", heard)
+    report_balance(results["balance"], options)
     for worker, top in profiles.items():
         heading(f"py-spy: {worker}, 3 postgresql workers, commit to phone event")
         print(top)
@@ -658,6 +800,9 @@ if __name__ == "__main__":
     parser.add_argument("--lease", type=float, default=3.0, help="COLLIE_LEASE_SECONDS (failover)")
     parser.add_argument("--kills", type=int, default=3, help="holders killed -9, one by one")
     parser.add_argument("--py-spy", type=Path, help="py-spy each of 3 workers, output here")
+    parser.add_argument("--balance-agents", type=int, default=30, help="agents to balance")
+    parser.add_argument("--balance-items", type=int, default=300, help="items for the CPU")
+    parser.add_argument("--only", choices=["balance"], help="run this part alone")
     options = parser.parse_args()
     if options.py_spy is not None:
         options.py_spy.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ from collie_gateway.services.supervisor import Supervisor
 from collie_gateway.services.tasks import Tasks
 from collie_gateway.settings import Settings
 from collie_gateway.store.stores import Stores, open_stores
-from collie_gateway.workers import CREW_DUTY, Workers
+from collie_gateway.workers import CREW_DUTY, Workers, roster
 from push import Content
 
 REDACT_CACHE = 65_536  # titles masked on every visit are remembered (bench/chat_bench.py)
@@ -65,7 +65,6 @@ class Gateway:
             gw.bus = gw.workers.bus
         await gw._build()
         gw.mirrors_repo.start_flusher()
-        gw.supervisor.start()
         gw.tasks.spawn(gw.answers.resend_loop(settings.resend_interval), "resend-loop")
         if gw.stores.shared:  # a worker that died owing a push leaves it to the others
             owed = gw.pushing.owed_loop(settings.resend_interval, gw.agents.open_asks)
@@ -73,12 +72,13 @@ class Gateway:
         gw.crew.restore(await gw.crew_repo.saved_rows())
         gw.crew.start()
         if gw.workers is None:
+            gw.supervisor.start()
             gw.agents.start(gw.router)
-        else:  # one worker follows each agent: the one holding its lease
+        else:  # one worker follows each agent (and runs each bridge): its lease's holder
             routers = (gw.router, gw._router(quiet=True))
             duties = (CREW_DUTY,) if settings.crew else ()
             follow = (gw.agents, gw.answers, gw.ledger, routers, gw.tasks.spawn)
-            gw.workers.start(settings, *follow, duties, gw.mirrors_repo)
+            gw.workers.start(settings, *follow, duties, gw.mirrors_repo, gw.supervisor)
         return gw
 
     async def _build(self) -> None:
@@ -86,6 +86,7 @@ class Gateway:
         mirrors = await self.mirrors_repo.load_mirrors(source.name for source in s.sources)
         self.agents = Agents(s.sources, mirrors, s.catalogue, s.timing)
         self.mirrors = self.agents.mirrors
+        self.roster = roster(self.workers, self.agents, self.supervisor, s.clock)
         self.ledger = Answering(self.stores.ledger, s.clock, shared=self.stores.shared)
         await self.ledger.load()
         self.answers = Answers(self.agents, self.ledger, s.catalogue, s.clock, self.redact, publish)

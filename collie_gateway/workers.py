@@ -7,17 +7,19 @@ and the hand-over of taps to the worker that follows the agent (``services/answe
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Final
 
 from collie_gateway.services.agents import Agents
 from collie_gateway.services.answering import Answering, Handover
 from collie_gateway.services.answers import Answers
-from collie_gateway.services.following import Following
+from collie_gateway.services.following import BRIDGE, Following
+from collie_gateway.services.roster import Roster
 from collie_gateway.services.router import Router
+from collie_gateway.services.supervisor import Supervisor
 from collie_gateway.services.tasks import Spawn
 from collie_gateway.services.worklog import SharedBus, SharedLog
 from collie_gateway.settings import Settings
@@ -33,6 +35,25 @@ HANDOVER_WAIT: Final = 5.0  # ours: seconds a phone's tap waits on a worker that
 def worker_name() -> str:
     """This worker's name in the leases table: host and process."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def roster(
+    workers: Workers | None, agents: Agents, supervisor: Supervisor, clock: Callable[[], datetime]
+) -> Roster:
+    """Which worker follows what: from the leases table, read when asked; a gateway alone
+    follows every agent and runs the bridges it started."""
+
+    def now() -> float:
+        return clock().timestamp()
+
+    if workers is not None:
+        leases = workers.leases
+        return Roster(leases.holder, now, survey=leases.survey, seconds=leases.seconds)
+
+    def alone() -> tuple[list[str], list[str]]:
+        return list(agents.mirrors), sorted(supervisor.running)
+
+    return Roster(worker_name(), now, alone)
 
 
 class Workers:
@@ -78,9 +99,12 @@ class Workers:
         spawn: Spawn,
         duties: Sequence[str] = (),
         mirrors: MirrorsStore | None = None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         """Follow what this worker can take: ``routers`` are the holder's and the others';
-        ``mirrors`` the stored mirror (its flush fenced by the leases)."""
+        ``mirrors`` the stored mirror (its flush fenced by the leases); the bridges of
+        ``supervisor`` run where their lease is held."""
+        bridges = [BRIDGE + s.name for s in settings.sources if s.bridge is not None]
         following = Following(
             self.leases,
             settings.sources,
@@ -89,7 +113,7 @@ class Workers:
             settings.timing,
             self.log.write,
             spawn,
-            duties,
+            (*duties, *(bridges if supervisor is not None else ())),
         )
         following.full, following.quiet = routers
         if mirrors is not None:  # the holder's flush is fenced by its epoch
@@ -105,21 +129,41 @@ class Workers:
             spawn(answers.resend_pending(agent, ask_id), "handed-over")
 
         following.on_want = want
+        following.catch_up = self.log.catch_up
+        following.settle = self._settle
+        if supervisor is not None:
+
+            def duty(name: str, held: bool) -> None:
+                if not name.startswith(BRIDGE):
+                    return
+                bridge = name.removeprefix(BRIDGE)
+                if held:
+                    supervisor.run(bridge)
+                else:
+                    spawn(supervisor.stop(bridge), f"stop-{bridge}")
+
+            following.on_duty = duty
         ledger.handover = Handover(following.holds, following.want, HANDOVER_WAIT)
         answers.sends_to = following.holds
         self.following = following
         self.log.start()
         following.start()
 
+    async def _settle(self) -> None:
+        """What this worker's links read is written and applied (as the holder's: the phone
+        events it tells are written too, while its epoch holds), the mirror flushed."""
+        await self.log.drain()
+        await self.log.catch_up()
+        await self.log.drain()
+        if self._mirrors is not None:
+            await self._mirrors.flush()
+
     def holds(self, name: str) -> bool:
         """Whether this worker holds the lease ``name`` now."""
         return self.following is not None and self.following.holds(name)
 
     async def close(self) -> None:
-        """Give the leases back and write what is queued, then stop."""
-        if self._mirrors is not None:  # while the leases are still this worker's
-            with contextlib.suppress(Exception):
-                await self._mirrors.flush()
+        """Give the leases back (what was read written first), then stop."""
         if self.following is not None:
             await self.following.close()
         self.bus.close()

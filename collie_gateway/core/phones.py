@@ -84,7 +84,11 @@ NOBODY: Final = Caller(Kind.NOBODY, scope=Scope.READ)
 PUBLIC_ROUTES: Final = frozenset({("GET", "/healthz"), ("POST", "/api/v1/pair")})
 #: Routes of the admin token alone (and of the open gateway).
 ADMIN_ROUTES: Final = frozenset(
-    {("POST", "/api/v1/pairings"), ("GET", "/api/v1/pairings/{pairing}")}
+    {
+        ("POST", "/api/v1/pairings"),
+        ("GET", "/api/v1/pairings/{pairing}"),
+        ("GET", "/api/v1/workers"),
+    }
 )
 #: What a ``read`` phone may do besides reading: say which screen it shows, and revoke itself.
 #: Every other route that is not a read is an act, so a route added later is refused to it.

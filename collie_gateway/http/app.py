@@ -12,7 +12,17 @@ from aiohttp.typedefs import Middleware
 
 from collie_gateway.errors import ConfigError
 from collie_gateway.http import routes
-from collie_gateway.http.keys import AGENTS, ANSWERS, BUS, CHATS, CREW, PUSHING, ROWS, SETTINGS
+from collie_gateway.http.keys import (
+    AGENTS,
+    ANSWERS,
+    BUS,
+    CHATS,
+    CREW,
+    PUSHING,
+    ROSTER,
+    ROWS,
+    SETTINGS,
+)
 from collie_gateway.http.language import LANGUAGES, language_headers
 from collie_gateway.http.phones import LINK_PARTS, PHONES, auth_middleware
 from collie_gateway.http.responses import json_error
@@ -24,6 +34,7 @@ from collie_gateway.services.crew import Crew
 from collie_gateway.services.phonebus import PhoneBus
 from collie_gateway.services.phones import Phones
 from collie_gateway.services.pushing import Pushing
+from collie_gateway.services.roster import Roster
 from collie_gateway.services.rows import Rows
 from collie_gateway.settings import Settings
 
@@ -39,6 +50,7 @@ class Rooms(Protocol):
     crew: Crew
     bus: PhoneBus
     phones: Phones
+    roster: Roster
 
 
 #: Opens the services at the app's start and closes them at its clean-up.
@@ -115,7 +127,7 @@ def create_app(settings: Settings, rooms: OpenRooms) -> web.Application:
         async with rooms() as gw:
             app[AGENTS], app[ROWS], app[CHATS] = gw.agents, gw.rows, gw.chats
             app[ANSWERS], app[PUSHING], app[CREW] = gw.answers, gw.pushing, gw.crew
-            app[BUS], app[PHONES] = gw.bus, gw.phones
+            app[BUS], app[PHONES], app[ROSTER] = gw.bus, gw.phones, gw.roster
             yield
 
     app.cleanup_ctx.append(lifespan)

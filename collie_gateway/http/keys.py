@@ -10,6 +10,7 @@ from collie_gateway.services.chats import Chats
 from collie_gateway.services.crew import Crew
 from collie_gateway.services.phonebus import PhoneBus
 from collie_gateway.services.pushing import Pushing
+from collie_gateway.services.roster import Roster
 from collie_gateway.services.rows import Rows
 from collie_gateway.settings import Settings
 
@@ -21,3 +22,4 @@ ANSWERS = web.AppKey("answers", Answers)
 PUSHING = web.AppKey("pushing", Pushing)
 CREW = web.AppKey("crew", Crew)
 BUS = web.AppKey("bus", PhoneBus)
+ROSTER = web.AppKey("roster", Roster)

@@ -58,6 +58,7 @@ from collie_gateway.http.openapi import Param, Route, flag_param, openapi_docume
 from collie_gateway.http.phones import PHONE_ROUTES, caller_of, phone_stream, tapper
 from collie_gateway.http.push_routes import PUSH_ROUTES
 from collie_gateway.http.responses import encoded, http_error, json_error
+from collie_gateway.http.workers_routes import WORKER_ROUTES
 from collie_gateway.services.crew import CrewInfo
 from collie_gateway.services.links import expect
 from collie_gateway.services.phonebus import PhoneEvent, Subscription
@@ -923,6 +924,7 @@ CREW_ROUTES: list[Route] = [
 ROUTES += CREW_ROUTES
 ROUTES += PHONE_ROUTES
 ROUTES += PUSH_ROUTES
+ROUTES += WORKER_ROUTES
 
 
 def add_routes(app: web.Application) -> None:

@@ -10,6 +10,15 @@ the holder too, applies them in the log's order to the mirror its screens show
 store's mirror, the phones' events, published under its epoch), the others quietly (rows
 and chats kept current, nothing told: :data:`~collie_gateway.services.phonebus.QUIET`).
 
+Each round a worker also says it is live (a heartbeat row) and reads every live lease and
+heartbeat (one survey); ``core/balance.py`` decides from it what the worker gives back (its
+surplus over ⌈A/N⌉) and what free leases it takes. A lease given back for balance is a clean
+hand-over: the link is stopped, what it read is written and applied as the holder's, the
+stored mirror flushed, then the lease freed; the worker that takes it reads the log to its
+end and resumes the agent's stream after the last event the old holder read (no snapshot,
+so no phone sees a reset). Duties (the crew's, a bridge's: ``~bridge/<name>``) are taken by
+whoever finds them free.
+
 A worker that cannot renew a lease drops the link at once; a write refused for a stale epoch,
 or an entry of a newer epoch seen in the log, drops it too. A worker that starts writes
 ``~hello``; holders answer with ``~sync``, the state of their agents, so its mirrors need
@@ -22,12 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import Token
 from typing import Final
 
 import msgspec
 
+from collie_gateway.core.balance import plan
 from collie_gateway.core.mirror import AgentMirror, Change, LinkState, apply_event
 from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.services.links import AgentLink
@@ -37,7 +47,7 @@ from collie_gateway.services.tasks import Spawn
 from collie_gateway.services.worklog import ORIGIN
 from collie_gateway.sources import Source
 from collie_gateway.store.protocols import LeasesStore
-from collie_gateway.store.values import Lease, StoredEvent
+from collie_gateway.store.values import WORKER_ROW, Holding, Lease, StoredEvent, Taken
 from collie_gateway.store.values import LogRecord as Record
 from wire.messages import AgentEvent, Conversation, Hello
 
@@ -98,6 +108,11 @@ _hello = msgspec.json.Decoder(HelloRec)
 
 Write = Callable[[Record], None]
 RENEWALS: Final = 3  # a lease is renewed this many times in its time
+BRIDGE: Final = "~bridge/"  # the duty of running a bridge named in sources.json
+
+
+async def _nothing() -> None:
+    return None
 
 
 def link_rec(mirror: AgentMirror) -> LinkRec:
@@ -153,6 +168,7 @@ class Following:
         spawn: Spawn,
         duties: Sequence[str] = (),
     ) -> None:
+        self.me = leases.holder
         self.leases = leases
         self.sources = {s.name: s for s in sources}
         self.mirrors = mirrors  # the mirrors the screens show
@@ -166,6 +182,13 @@ class Following:
         self.quiet: Router | None = None  # what keeps screens current: the others'
         #: A tap handed over for an agent this worker holds: (agent, ask id) to send.
         self.on_want: Callable[[str, str], None] = lambda agent, ask_id: None
+        #: A duty taken (True) or lost (False): a bridge's starts or stops here.
+        self.on_duty: Callable[[str, bool], None] = lambda name, held: None
+        #: Everything this worker's link wrote is written, applied and the mirror flushed.
+        self.settle: Callable[[], Awaitable[None]] = _nothing
+        #: The log read to its end (what a worker that gave a lease back wrote).
+        self.catch_up: Callable[[], Awaitable[None]] = _nothing
+        self.seen: list[Holding] = []  # the last survey
         self._task: asyncio.Task[None] | None = None
 
     def holds(self, name: str) -> bool:
@@ -183,64 +206,100 @@ class Following:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="leases")
 
     async def close(self) -> None:
-        """Stop, give every lease back (another worker takes it at once)."""
+        """Stop, give every lease back cleanly (another worker takes it at once and resumes
+        after what this one read)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        for name, lease in list(self.held.items()):
-            link = self.links.pop(name, None)
-            if link is not None:
-                await link.close()
-            try:
-                await self.leases.give_back(lease)
-            except Exception as exc:  # the store is gone: the lease runs out on its own
-                log.warning("agent %s: lease not given back (%s)", name, exc)
-        self.held.clear()
+        try:
+            await self.hand_over(list(self.held))
+        except Exception as exc:  # the store is gone: the leases run out on their own
+            log.warning("leases not given back (%s)", exc)
+        for name in list(self.held):
+            self.drop(name, "stopping")
+        with contextlib.suppress(Exception):
+            await self.leases.quit()
 
     async def _loop(self) -> None:
+        """Renew on time, apart from the balancing (a hand-over takes what it takes)."""
+        balancing = asyncio.get_running_loop().create_task(self._every(self.round), name="balance")
+        try:
+            await self._every(self.renew)
+        finally:
+            balancing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await balancing
+
+    async def _every(self, step: Callable[[], Awaitable[None]]) -> None:
+        loop = asyncio.get_running_loop()
         pause = self.leases.seconds / RENEWALS
         while True:
+            began = loop.time()
             try:
-                await self.round()
+                await step()
             except Exception as exc:  # the store unreachable: renewals fail, links drop
-                log.warning("leases not renewed: %s", exc)
-            await asyncio.sleep(pause)
+                log.warning("leases not kept: %s", exc)
+            await asyncio.sleep(max(0.0, pause - (loop.time() - began)))
+
+    async def renew(self) -> None:
+        """Say this worker is live, renew what is held (drop what is not)."""
+        await self.leases.heartbeat()
+        batch = dict(self.held)
+        if not batch:
+            return
+        try:
+            kept = await self.leases.renew_all(list(batch.values()))
+        except Exception:
+            for name in batch:
+                self.drop(name, "its lease could not be renewed")
+            raise
+        for name, lease in batch.items():
+            if name not in kept and self.held.get(name) == lease:
+                self.drop(name, "lease lost")
 
     async def round(self) -> None:
-        """Renew what is held (drop what is not), take what nobody holds."""
-        if self.held:
-            try:
-                kept = await self.leases.renew_all(list(self.held.values()))
-            except Exception:
-                for name in list(self.held):
-                    self.drop(name, "its lease could not be renewed")
-                raise
-            for name in list(self.held):
-                if name not in kept:
-                    self.drop(name, "lease lost")
-        wanted = [n for n in (*self.sources, *self.duties) if n not in self.held]
-        busy = await self.leases.held_elsewhere(wanted)
-        unread = [n for n in busy if n in self.mirrors and n not in self.held]
+        """Give back a surplus, or take free leases up to this worker's share, and free
+        duties (one survey of the leases table decides)."""
+        self.seen = await self.leases.survey()
+        workers = [h.holder for h in self.seen if h.name.startswith(WORKER_ROW)]
+        holders = {h.name: h.holder for h in self.seen if not h.name.startswith(WORKER_ROW)}
+        unread = [n for n, who in holders.items() if who != self.me and n in self.mirrors]
         unread = [n for n in unread if self.mirrors[n].state is LinkState.STARTING]
         if unread:
             # Followed elsewhere, yet nothing read of it here: ask again (a round apart),
             # whatever this worker missed.
             self.resync(unread)
-        for name in wanted:
-            if name not in busy:
-                lease = await self.leases.take(name)
-                if lease is not None:
-                    self._hold(lease)
+        followed = {a: h for a, h in holders.items() if a in self.sources}
+        todo = plan(self.me, workers, list(self.sources), followed)
+        if todo.give_back:
+            await self.hand_over(todo.give_back)
+        taken: list[Taken] = []
+        for name in (*todo.take, *(d for d in self.duties if d not in holders)):
+            one = await self.leases.take_over(name)
+            if one is not None:
+                taken.append(one)
+        if any(t.given_by is not None for t in taken):
+            await self.catch_up()  # all the old holders wrote: their links resume after it
+        for one in taken:
+            self._hold(one)
 
-    def _hold(self, lease: Lease) -> None:
+    def _hold(self, taken: Taken) -> None:
+        lease = taken.lease
         name = lease.agent
         self.held[name] = lease
-        log.info("%s %s: following it (lease epoch %d)", _kind(name), name, lease.epoch)
+        if taken.given_by is None:
+            log.info("%s: following it (lease epoch %d)", _label(name), lease.epoch)
+        else:
+            log.info(
+                "%s: following it (lease epoch %d), handed over by %s to %s",
+                _label(name), lease.epoch, taken.given_by, self.me,
+            )  # fmt: skip
         source = self.sources.get(name)
         if source is None:
-            return  # a duty
+            self.on_duty(name, True)
+            return
         shown = self.mirrors[name]
         # The link's own mirror starts from what the screens show, as STARTING: its first
         # READY is a change, and unsettled taps are sent again then (T1).
@@ -248,9 +307,26 @@ class Following:
         private.replace_all(list(shown.conversations.values()))
         private.last_event_id = shown.last_event_id
         listener = RecordListener(self.write, name, lease.epoch)
-        link = AgentLink(source, private, listener, self.timing)
+        link = AgentLink(source, private, listener, self.timing, resume=taken.given_by is not None)
         self.links[name] = link
         link.start()
+
+    async def hand_over(self, names: Sequence[str]) -> None:
+        """Give these leases back for other workers to take, cleanly: the links stop, what
+        they read is written and applied as the holder's, the mirror flushed, then each
+        lease is freed."""
+        leases = {n: self.held[n] for n in names if n in self.held}
+        links = [link for n in leases if (link := self.links.pop(n, None)) is not None]
+        await asyncio.gather(*(link.close() for link in links))
+        await self.settle()
+        for name, lease in leases.items():
+            if self.held.get(name) != lease:
+                continue  # lost meanwhile
+            del self.held[name]
+            await self.leases.give_back(lease)
+            if name.startswith(BRIDGE):
+                self.on_duty(name, False)
+            log.debug("%s: given back (lease epoch %d)", _label(name), lease.epoch)
 
     def drop(self, name: str, why: str) -> None:
         """Stop following ``name`` at once (its lease is not this worker's any more)."""
@@ -261,7 +337,9 @@ class Following:
             self.spawn(link.close(), f"drop-{name}")
             log.warning("agent %s: %s, its link is dropped", name, why)
         else:
-            log.warning("%s %s: %s", _kind(name), name, why)
+            log.warning("%s: %s", _label(name), why)
+            if name.startswith(BRIDGE):
+                self.on_duty(name, False)
 
     def lost(self, leases: set[tuple[str, int]]) -> None:
         """Writes for these (agent, epoch) were refused: the lease is gone."""
@@ -340,5 +418,8 @@ class Following:
         self.write(Record("~want", _encoder.encode(WantRec(ask_id)), agent))
 
 
-def _kind(name: str) -> str:
-    return "duty" if name.startswith("~") else "agent"
+def _label(name: str) -> str:
+    """An agent's, a bridge's or a duty's name as the log says it."""
+    if name.startswith(BRIDGE):
+        return f"bridge {name.removeprefix(BRIDGE)}"
+    return f"duty {name}" if name.startswith("~") else f"agent {name}"

@@ -196,8 +196,11 @@ class AgentLink:
         listener: LinkListener,
         timing: LinkTiming,
         rng: random.Random | None = None,
+        *,
+        resume: bool = False,
     ) -> None:
         self.source = source
+        self.resume = resume  # the mirror is current: the first stream resumes after it
         self.mirror = mirror
         self.listener = listener
         self.timing = timing
@@ -240,7 +243,7 @@ class AgentLink:
             self.listener.link_changed(mirror)
 
     async def _run(self) -> None:
-        need_snapshot = True
+        need_snapshot = not self.resume
         while True:
             try:
                 wire = await self._hello()

@@ -1,7 +1,12 @@
 """Bridges the gateway starts and keeps running: any command line that serves a wire-v1 agent
 on a Unix socket (``bridges.acp`` today). Each is restarted with backoff when it exits; every
 line it prints goes to the gateway's log, under ``collie_gateway.bridge.<name>``, at the level
-the line names (else INFO from its output, WARNING from its errors)."""
+the line names (else INFO from its output, WARNING from its errors).
+
+With several workers (PostgreSQL) each bridge runs on one worker, the holder of its duty
+lease (``services/following.py``): :meth:`Supervisor.run` and :meth:`Supervisor.stop` follow
+the lease. A bridge dies with its worker (Linux: ``PR_SET_PDEATHSIG``), so a worker killed
+-9 leaves no bridge serving its socket when another takes its place."""
 
 from __future__ import annotations
 
@@ -10,12 +15,31 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 
 from bridges.loglines import split_level
 from collie_gateway.sources import Backoff, BridgeCommand
 
 log = logging.getLogger(__name__)
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """In the child, before it runs: SIGTERM when the gateway dies (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def arm() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    return arm
+
+
+_ARM = _die_with_parent()
 
 
 class Supervised:
@@ -29,6 +53,11 @@ class Supervised:
         self.process: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` was called."""
+        return self._task is not None
 
     def start(self) -> None:
         """Start watching (the first run starts at once)."""
@@ -51,6 +80,7 @@ class Supervised:
                     cwd=cmd.cwd,
                     env={**os.environ, **cmd.env},
                     start_new_session=True,
+                    preexec_fn=_ARM,  # one prctl call between fork and exec
                 )
             except OSError as exc:
                 self.log.error("bridge %s cannot start: %s", cmd.name, exc)
@@ -102,13 +132,33 @@ class Supervisor:
     """Every bridge of the gateway."""
 
     def __init__(self, commands: Sequence[BridgeCommand], backoff: Backoff | None = None) -> None:
-        self.children = {c.name: Supervised(c, backoff or Backoff()) for c in commands}
+        self.backoff = backoff or Backoff()
+        self.children = {c.name: Supervised(c, self.backoff) for c in commands}
+        self.running: set[str] = set()
 
     def start(self) -> None:
-        """Start every bridge."""
-        for child in self.children.values():
-            child.start()
+        """Start every bridge (one gateway alone)."""
+        for name in self.children:
+            self.run(name)
+
+    def run(self, name: str) -> None:
+        """Start the bridge ``name`` (this worker holds its lease), unless it runs here."""
+        child = self.children.get(name)
+        if child is None or name in self.running:
+            return
+        if child.started:  # it ran here before: anew
+            child = self.children[name] = Supervised(child.command, self.backoff)
+        self.running.add(name)
+        child.start()
+
+    async def stop(self, name: str) -> None:
+        """Stop the bridge ``name`` (its lease is not this worker's any more)."""
+        child = self.children.get(name)
+        if child is not None and name in self.running:
+            self.running.discard(name)
+            await child.close()
 
     async def close(self) -> None:
         """Stop every bridge."""
+        self.running.clear()
         await asyncio.gather(*(child.close() for child in self.children.values()))

@@ -241,26 +241,30 @@ class SharedLog:
             self._hint.set()
 
     async def _reader(self) -> None:
-        assert self.bus is not None  # opened before start
-        bus = self.bus
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(POLL):
                     await self._hint.wait()
             self._hint.clear()
             try:
-                while True:
-                    entries = await self.events.after(bus._seq)
-                    if entries and entries[0].seq > bus._seq + 1:  # numbers have no holes
-                        log.warning("the shared log was pruned past this worker: reset")
-                        bus.fell_behind()
-                        self.on_gap()
-                    self._apply(entries)
-                    if len(entries) < 1000:
-                        break
+                await self.catch_up()
             except Exception:
                 log.exception("the shared log was not read; trying again")
                 await asyncio.sleep(1.0)
+
+    async def catch_up(self) -> None:
+        """Read the log to its end now, and apply what this worker had not."""
+        assert self.bus is not None  # opened before start
+        bus = self.bus
+        while True:
+            entries = await self.events.after(bus._seq)
+            if entries and entries[0].seq > bus._seq + 1:  # numbers have no holes
+                log.warning("the shared log was pruned past this worker: reset")
+                bus.fell_behind()
+                self.on_gap()
+            self._apply(entries)
+            if len(entries) < 1000:
+                return
 
     def _apply(self, entries: Sequence[StoredEvent]) -> None:
         """Apply entries in order, each once (the writer may have applied its own)."""

@@ -21,6 +21,7 @@ from collie_gateway.core.phones import Effect, Pairing, Phone
 from collie_gateway.store.values import (
     Appended,
     Heard,
+    Holding,
     Lease,
     LimiterTurn,
     LogEntry,
@@ -29,6 +30,7 @@ from collie_gateway.store.values import (
     Owe,
     OwedWebhook,
     StoredEvent,
+    Taken,
     WithdrawalDue,
 )
 from push import Device, Environment, Provider, WebPushKeys
@@ -347,8 +349,29 @@ class LeasesStore(Protocol):
         """A lease's time, renewed before it runs out."""
         ...
 
+    @property
+    def holder(self) -> str:
+        """This worker's name (``host:pid``)."""
+        ...
+
     async def take(self, agent: str) -> Lease | None:
         """The agent's lease with a new epoch, if it is free or expired; else None."""
+        ...
+
+    async def take_over(self, agent: str) -> Taken | None:
+        """As :meth:`take`, saying which worker gave the lease back, if one did."""
+        ...
+
+    async def heartbeat(self) -> None:
+        """Say this worker is live for another lease's time."""
+        ...
+
+    async def survey(self) -> list[Holding]:
+        """Every live lease and heartbeat, now."""
+        ...
+
+    async def quit(self) -> None:
+        """This worker stops: its heartbeat ends now."""
         ...
 
     async def renew(self, lease: Lease) -> bool:
@@ -357,10 +380,6 @@ class LeasesStore(Protocol):
 
     async def renew_all(self, leases: list[Lease]) -> set[str]:
         """Extend every lease still held; the agents whose lease was."""
-        ...
-
-    async def held_elsewhere(self, agents: list[str]) -> set[str]:
-        """Which of ``agents`` have a live lease now (held by anyone)."""
         ...
 
     async def give_back(self, lease: Lease) -> None:

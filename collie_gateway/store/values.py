@@ -91,6 +91,31 @@ class Lease:
     epoch: int
 
 
+#: The prefix of a worker's heartbeat row among the leases (``~worker/<host>:<pid>``); a
+#: name with ``/`` is never an agent's (sources.py refuses it).
+WORKER_ROW: Final = "~worker/"
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A lease just taken, and the worker that gave it back (a clean hand-over: all it wrote
+    as the holder is in the log), else None (a first take, or a lease that ran out)."""
+
+    lease: Lease
+    given_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """A live row of the leases table: an agent's or a duty's lease, or a worker's heartbeat
+    (``WORKER_ROW``); ``expires_at`` is the database's clock, in seconds since the epoch."""
+
+    name: str
+    holder: str
+    epoch: int
+    expires_at: float
+
+
 @dataclass(frozen=True, slots=True)
 class LogRecord:
     """One entry to write to the workers' shared log: a phone event, or (``type`` starting

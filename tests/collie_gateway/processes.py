@@ -44,9 +44,9 @@ class GatewayProcess:
         self.ssl: aiohttp.Fingerprint | bool = True  # a self-signed member: its pin
         self.proc: asyncio.subprocess.Process | None = None
 
-    async def start(self, ready: int = 1, crew_ready: int = 0) -> None:
-        """Run it and wait until ``ready`` of its agents and ``crew_ready`` of its crew
-        members are ready."""
+    async def start(self, ready: int = 1, crew_ready: int = 0, within: float = 15.0) -> None:
+        """Run it and wait (``within`` seconds at most) until ``ready`` of its agents and
+        ``crew_ready`` of its crew members are ready."""
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         env.pop("COLLIE_TOKEN", None)  # only a token the test gives
         env.update(self.env)
@@ -70,7 +70,7 @@ class GatewayProcess:
             except aiohttp.ClientError:
                 return False
 
-        await eventually(started, within=15)
+        await eventually(started, within=within)
 
     async def kill(self) -> None:
         """SIGKILL: no clean shutdown, nothing flushed."""

@@ -99,3 +99,32 @@ async def test_the_mirror_flush_of_a_worker_that_lost_the_lease_writes_nothing(
         await repo.flush()
         [stale] = (await PgMirrorsRepo(w1.db).load_mirrors(["desk"])).values()
         assert stale.last_event_id == "7"
+
+
+async def test_a_lease_taken_over_says_who_gave_it_back_and_heartbeats_are_surveyed(
+    pg_url: str,
+) -> None:
+    from collie_gateway.store.values import WORKER_ROW, Taken
+
+    async with worker(pg_url, "w1", seconds=0.3) as w1, worker(pg_url, "w2") as w2:
+        first = await w1.take_over("desk")
+        assert first == Taken(Lease("desk", "w1", 1), None)  # nobody held it before
+        await w1.give_back(first.lease)
+        assert await w2.take_over("desk") == Taken(Lease("desk", "w2", 2), "w1")
+        await asyncio.sleep(0.4)  # w2's lease is 5 s: still its own
+        assert await w1.take_over("desk") is None
+        await w1.heartbeat()
+        await w2.heartbeat()
+        rows = {h.name: (h.holder, h.epoch) for h in await w2.survey()}
+        assert rows == {
+            "desk": ("w2", 2),
+            WORKER_ROW + "w1": ("w1", 1),
+            WORKER_ROW + "w2": ("w2", 1),
+        }
+        await asyncio.sleep(0.4)  # w1's heartbeat (0.3 s) ran out; w2 quits
+        await w2.quit()
+        assert [h.name for h in await w1.survey()] == ["desk"]
+        taken = await w1.take_over("ran-out")
+        assert taken is not None
+        await asyncio.sleep(0.4)
+        assert await w2.take_over("ran-out") == Taken(Lease("ran-out", "w2", 2), None)

@@ -146,6 +146,7 @@ class Conn:
     pid: int
     opened: float
     closed: float | None = None
+    where: str = ""  # the agent's socket it came to
 
 
 @dataclass
@@ -161,13 +162,13 @@ class ConnLog:
         return [c for c in self.conns if c.pid == pid]
 
     def overlaps(self) -> list[tuple[Conn, Conn]]:
-        """Pairs of connections that were open at the same time."""
+        """Pairs of connections to one socket that were open at the same time."""
         ordered = sorted(self.conns, key=lambda c: c.opened)
         return [
             (a, b)
             for i, a in enumerate(ordered)
             for b in ordered[i + 1 :]
-            if a.closed is None or a.closed > b.opened
+            if a.where == b.where and (a.closed is None or a.closed > b.opened)
         ]
 
     @web.middleware
@@ -179,7 +180,7 @@ class ConnLog:
         assert transport is not None
         sock = transport.get_extra_info("socket")
         cred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        conn = Conn(struct.unpack("3i", cred)[0], loop.time())
+        conn = Conn(struct.unpack("3i", cred)[0], loop.time(), where=str(sock.getsockname()))
         self.conns.append(conn)
 
         async def watch() -> None:  # the peer gone: the transport is closed (or dropped)
@@ -197,6 +198,15 @@ class ConnLog:
             if conn.closed is None:
                 conn.closed = loop.time()
             watcher.cancel()
+
+
+def logged_agent(state: Path, ping: float) -> tuple[Agent, ConnLog]:
+    """An SDK agent ``desk`` whose /events connections are logged."""
+    conns = ConnLog()
+    agent = Agent(
+        runtime="desk", state_path=state, ping_interval=ping, middlewares=[conns.middleware]
+    )
+    return agent, conns
 
 
 @dataclass
@@ -222,13 +232,7 @@ async def desk_lease(url: str) -> AsyncIterator[DeskLease]:
     """An SDK agent ``desk`` served here on a Unix socket, its /events connections logged,
     and three workers for it (started)."""
     with short_dir() as tmp:
-        conns = ConnLog()
-        agent = Agent(
-            runtime="desk",
-            state_path=tmp / "desk.agent.db",
-            ping_interval=0.1,
-            middlewares=[conns.middleware],
-        )
+        agent, conns = logged_agent(tmp / "desk.agent.db", 0.1)
         runner = await agent.serve_unix(tmp / "desk.sock")
         write_sources(tmp, "desk", tmp / "desk.sock")
         gateways = lease_workers(tmp, url)

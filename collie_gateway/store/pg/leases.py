@@ -16,14 +16,32 @@ from collections.abc import AsyncIterator, Iterable
 from collie_gateway.errors import StoreError
 from collie_gateway.store.engine import Tx
 from collie_gateway.store.pg.database import Conn, PgDatabase, PgTx
-from collie_gateway.store.values import Lease
+from collie_gateway.store.values import WORKER_ROW, Holding, Lease, Taken
 
+# The row before the statement (``old``) says whether the lease was given back (its expiry
+# '-infinity') and by whom.
 _TAKE = (
-    "INSERT INTO leases(agent, holder, epoch, expires_at)"
+    "WITH old AS (SELECT holder FROM leases WHERE agent = %s AND expires_at = '-infinity')"
+    " INSERT INTO leases(agent, holder, epoch, expires_at)"
     " VALUES (%s, %s, 1, clock_timestamp() + make_interval(secs => %s))"
     " ON CONFLICT (agent) DO UPDATE SET holder = excluded.holder, epoch = leases.epoch + 1,"
     " expires_at = excluded.expires_at WHERE leases.expires_at <= clock_timestamp()"
-    " RETURNING epoch"
+    " RETURNING epoch, (SELECT holder FROM old)"
+)
+# A worker's heartbeat is a row of its own; one that stopped long ago is swept.
+_BEAT = (
+    "INSERT INTO leases(agent, holder, epoch, expires_at)"
+    " VALUES (%s, %s, 1, clock_timestamp() + make_interval(secs => %s))"
+    " ON CONFLICT (agent) DO UPDATE SET holder = excluded.holder,"
+    " expires_at = excluded.expires_at"
+)
+_SWEEP = (
+    "DELETE FROM leases WHERE agent LIKE '~worker/%%'"
+    " AND expires_at < clock_timestamp() - interval '1 hour'"
+)
+_SURVEY = (
+    "SELECT agent, holder, epoch, extract(epoch FROM expires_at) FROM leases"
+    " WHERE expires_at > clock_timestamp()"
 )
 _LIVE = (
     "SELECT agent, epoch FROM leases WHERE (agent, epoch) IN (SELECT * FROM unnest(?::text[],"
@@ -55,10 +73,40 @@ class Leases:
 
     async def take(self, agent: str) -> Lease | None:
         """The agent's lease with a new epoch, if it is free or expired; else None."""
+        taken = await self.take_over(agent)
+        return None if taken is None else taken.lease
+
+    async def take_over(self, agent: str) -> Taken | None:
+        """As :meth:`take`, saying which worker gave the lease back, if one did."""
         async with self.db.transaction() as conn:
-            cur = await conn.execute(_TAKE, (agent, self.holder, self.seconds))
+            cur = await conn.execute(_TAKE, (agent, agent, self.holder, self.seconds))
             row = await cur.fetchone()
-        return Lease(agent, self.holder, int(row[0])) if row else None
+        if row is None:
+            return None
+        return Taken(
+            Lease(agent, self.holder, int(row[0])), None if row[1] is None else str(row[1])
+        )
+
+    async def heartbeat(self) -> None:
+        """Say this worker is live for another lease's time (its row ``~worker/<name>``)."""
+        async with self.db.transaction() as conn:
+            await conn.execute(_BEAT, (WORKER_ROW + self.holder, self.holder, self.seconds))
+            await conn.execute(_SWEEP)
+
+    async def survey(self) -> list[Holding]:
+        """Every live lease and heartbeat, now."""
+        async with self.db.reading() as conn:
+            cur = await conn.execute(_SURVEY)
+            rows = await cur.fetchall()
+        return [Holding(str(n), str(h), int(e), float(x)) for n, h, e, x in rows]
+
+    async def quit(self) -> None:
+        """This worker stops: its heartbeat ends now."""
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "UPDATE leases SET expires_at = '-infinity' WHERE agent = %s",
+                (WORKER_ROW + self.holder,),
+            )
 
     async def renew(self, lease: Lease) -> bool:
         """Extend a lease still held; False: it expired or was taken (drop the agent now)."""
@@ -74,17 +122,6 @@ class Leases:
                 " WHERE holder = %s AND (agent, epoch) IN (SELECT * FROM unnest(%s::text[],"
                 " %s::bigint[])) AND expires_at > clock_timestamp() RETURNING agent",
                 (self.seconds, self.holder, [x.agent for x in leases], [x.epoch for x in leases]),
-            )
-            return {str(row[0]) for row in await cur.fetchall()}
-
-    async def held_elsewhere(self, agents: list[str]) -> set[str]:
-        """Which of ``agents`` have a live lease now (held by anyone)."""
-        if not agents:
-            return set()
-        async with self.db.reading() as conn:
-            cur = await conn.execute(
-                "SELECT agent FROM leases WHERE agent = ANY(%s) AND expires_at > clock_timestamp()",
-                (agents,),
             )
             return {str(row[0]) for row in await cur.fetchall()}
 
