@@ -104,6 +104,30 @@ def _instrument_answers() -> dict[str, list[float]]:
     return spans
 
 
+class GcClock:
+    """CPU time the interpreter spends in its cyclic collector (``gc.callbacks``), per
+    generation (the thread that collects: the loop's, nearly always)."""
+
+    def __init__(self) -> None:
+        self.seconds = [0.0, 0.0, 0.0]
+        self.counts = [0, 0, 0]
+        self._t = 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t = time.thread_time()
+        else:
+            self.seconds[info["generation"]] += time.thread_time() - self._t
+            self.counts[info["generation"]] += 1
+
+    def take(self) -> Json:
+        """Seconds and collections per generation since the last take."""
+        out = {"gc_s": [round(s, 3) for s in self.seconds], "gc_n": list(self.counts)}
+        self.seconds, self.counts = [0.0, 0.0, 0.0], [0, 0, 0]
+        return out
+
+
 def _traced_top(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot) -> list[Json]:
     stats = after.compare_to(before, "filename")
     return [
@@ -135,6 +159,7 @@ def _commands(
     gw: Gateway,
     spans: dict[str, list[float]],
     profiler: cProfile.Profile | None,
+    gc_clock: GcClock,
 ) -> dict[str, Handler]:
     """The commands the bench process may send once the gateway is Ready."""
     encoder = msgspec.json.Encoder()
@@ -182,7 +207,11 @@ def _commands(
         profiler.clear()
         return {"profile": out}
 
+    async def collector(command: Json) -> Json:
+        return gc_clock.take()
+
     return {
+        "gc": collector,
         "dashboard_compute": dashboard_compute,
         "counts": counts,
         "answer_spans": answer_spans,
@@ -205,6 +234,7 @@ async def main(args: argparse.Namespace) -> None:
     spans = _instrument_answers() if args.trace_answers else {}
     profiler = cProfile.Profile() if args.profile else None
     gc.collect()
+    gc_clock = GcClock()
     rss_before = rss_kib()
     snap_before = None
     if args.tracemalloc:
@@ -249,11 +279,12 @@ async def main(args: argparse.Namespace) -> None:
             "traced_bytes": traced,
             "traced_top": top,
             "links": len(gw.agents.links),
+            **gc_clock.take(),
             "crew": len(gw.crew.links),
         }
     )
     try:
-        await serve_commands(_commands(args, gw, spans, profiler), args.max_seconds)
+        await serve_commands(_commands(args, gw, spans, profiler, gc_clock), args.max_seconds)
     finally:
         await runner.cleanup()
 

@@ -28,6 +28,7 @@ from bench._common import (
     Child,
     Json,
     Probe,
+    Spy,
     Timer,
     bench_main,
     cpu_seconds,
@@ -149,11 +150,24 @@ async def run(args: argparse.Namespace) -> Json:
                 sources = write_sources(
                     tmp, {n: where[n] for n in names[:size]}, name=f"sources-{size}.json"
                 )
-                clock = Timer()
+                spy: Spy | None = None
+
+                async def attach(pid: int, size: int = size) -> None:
+                    nonlocal spy
+                    spy = Spy(pid, args.py_spy / f"ready-{size}.txt")
+                    await spy.start()
+
                 gateway, ready = await start_gateway(
-                    sources, tmp / f"gateway-{size}.db", "--ready-timeout", "120", within=150.0
+                    sources,
+                    tmp / f"gateway-{size}.db",
+                    "--ready-timeout",
+                    "120",
+                    within=150.0,
+                    on_spawn=attach if args.py_spy else None,
                 )
+                ready_cpu = cpu_seconds(gateway.pid)
                 try:
+                    spied = await spy.stop() if spy is not None else ""
                     probe = Probe(gateway, args.profile, args.py_spy)
                     result = await window(
                         ready["port"],
@@ -167,6 +181,10 @@ async def run(args: argparse.Namespace) -> Json:
                 finally:
                     await gateway.close()
                 result["ready_s"] = ready["ready_s"]
+                result["ready_cpu_s"] = ready_cpu
+                result["per_link_kib"] = (ready["rss_settled_kib"] - ready["rss_before_kib"]) / size
+                if spied:
+                    probe.spied = {f"startup until Ready, {size:,} agents": spied, **probe.spied}
                 result["probe"] = probe
                 out["sizes"][size] = result
         finally:
@@ -187,6 +205,11 @@ def report(r: Json, args: argparse.Namespace) -> None:
     sizes: dict[int, Any] = r["sizes"]
     for size, m in sizes.items():
         row(f"{size:,} agents", f"all links Ready in {m['ready_s']:.1f} s, {m['asks']} asks")
+        row(
+            "  start-up",
+            f"{m['ready_cpu_s']:.1f} s of the gateway's CPU until Ready; "
+            f"{m['per_link_kib']:.1f} KiB RSS per link (settled, over the RSS before)",
+        )
         row("  gateway CPU", f"{m['cpu_share'] * 100:.1f} % of one core")
         row("  gateway RSS", f"{m['rss_kib'] / 1024:.0f} MiB")
         d = m["dash"]
@@ -217,7 +240,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="100,300,1000", help="agent counts, comma-separated")
     p.add_argument("--window", type=float, default=6.0, help="seconds measured per size")
-    bench_main(p, run, report)
+    bench_main(p, run, report, cap=230.0)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ class LinkTiming:
     stream_stable: float = 10.0
     version_recheck: float = 60.0
     busy_read: float = 0.02  # ours: a delta stream read again within a quarter of this waits it
+    # ours: at most this many agent links read their hello and open conversations at once
+    # (a gateway starting with thousands of agents would otherwise time its own reads out)
+    connecting: int = 64
 
 
 class Reconnect:

@@ -3,6 +3,7 @@ them behind the version gate (V1: nothing is sent to an agent of another wire ve
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 
 from collie_gateway.core.mirror import AgentMirror, LinkState
@@ -33,9 +34,11 @@ class Agents:
         self._callers: dict[str, AgentClient] = {}
 
     def start(self, listener: LinkListener) -> None:
-        """Start one link per agent, telling ``listener`` what each reads."""
+        """Start one link per agent, telling ``listener`` what each reads; at most
+        ``timing.connecting`` of them read their hello and open conversations at once."""
+        gate = asyncio.Semaphore(self.timing.connecting)
         for name, source in self.sources.items():
-            link = AgentLink(source, self.mirrors[name], listener, self.timing)
+            link = AgentLink(source, self.mirrors[name], listener, self.timing, gate=gate)
             self.links[name] = link
             link.start()
 
