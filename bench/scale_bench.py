@@ -128,6 +128,11 @@ async def window(
 async def run(args: argparse.Namespace) -> Json:
     sizes = sorted(int(s) for s in args.sizes.split(","))
     names = [f"a{i:04d}" for i in range(max(sizes))]
+    # The streamers share a helper process (one command streams them all); the rest are
+    # followed in an order that takes each next agent from another helper, as agents that each
+    # run in their own process: a gateway's link reads N agents spread over every helper.
+    rest = sorted(range(STREAMERS, len(names)), key=lambda i: (i % PER_PROCESS, i // PER_PROCESS))
+    order = names[:STREAMERS] + [names[i] for i in rest]
     out: Json = {"sizes": {}}
     with short_dir("sc-") as tmp:
         clock = Timer()
@@ -148,7 +153,7 @@ async def run(args: argparse.Namespace) -> Json:
         try:
             for size in sizes:
                 sources = write_sources(
-                    tmp, {n: where[n] for n in names[:size]}, name=f"sources-{size}.json"
+                    tmp, {n: where[n] for n in order[:size]}, name=f"sources-{size}.json"
                 )
                 spy: Spy | None = None
 
@@ -173,7 +178,7 @@ async def run(args: argparse.Namespace) -> Json:
                         ready["port"],
                         gateway.pid,
                         host_of,
-                        names[:size],
+                        order[:size],
                         args.window,
                         probe,
                         f"agents-{size}",

@@ -452,6 +452,7 @@ async def _freeze(app: web.Application) -> None:
 
 def _serve(settings: Settings) -> int:
     check_store(settings.db_path, settings.database_url)  # before a line says it serves
+    serving.raise_open_files(len(settings.sources) + len(settings.crew))
     app = serving.gateway_app(settings)
     app.on_startup.append(_freeze)
     if settings.unix_path is not None:

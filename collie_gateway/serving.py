@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import resource
 import signal
 import ssl
 import sys
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 HTTP_GRACE: Final = 1.0  # ours: requests in flight at a stop (answers) get this long
 BACKSTOP: Final = 4.5  # ours: a stop never takes longer (service managers wait 5 s or more)
 EXIT_CUT_SHORT: Final = 1  # "failed while running": the stop was cut short
+FILES_PER_LINK: Final = 2  # an agent's event stream, and a call to it (an answer, a read)
+FILES_SPARE: Final = 256  # ours: phones, the store, the log, bridges' pipes
 
 
 #: The gateway under an app of :func:`gateway_app`, once started: for tests and benchmarks (the
@@ -61,6 +64,31 @@ def gateway_app(settings: Settings, gateway: Gateway | None = None) -> web.Appli
 
     app = create_app(settings, rooms)
     return app
+
+
+def raise_open_files(links: int) -> int:
+    """Raise this process's soft limit of open files to its hard limit (a gateway holds a
+    socket or two per agent, and systems often start processes at 1,024), saying so in the
+    log; a WARNING when even the hard limit is short of what ``links`` links need. Returns
+    the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("open files: the limit stays %d (%s)", soft, exc)
+        else:
+            log.info("open files: limit raised from %d to %d", soft, hard)
+            soft = hard
+    need = links * FILES_PER_LINK + FILES_SPARE
+    if soft != resource.RLIM_INFINITY and soft < need:
+        log.warning(
+            "open files: the limit is %d, %d agent links need about %d; raise it (ulimit -n)",
+            soft,
+            links,
+            need,
+        )
+    return soft
 
 
 def _exit_now(message: str) -> None:

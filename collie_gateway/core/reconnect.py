@@ -38,6 +38,9 @@ class LinkTiming:
     connecting: int = 64
 
 
+_JITTER = random.Random()
+
+
 class Reconnect:
     """The failure count and the delay before asking a peer again."""
 
@@ -47,7 +50,7 @@ class Reconnect:
         self.timing = timing
         self._now = now
         self.failures = 0
-        self._rng = rng or random.Random()
+        self._rng = rng or _JITTER  # one generator for every link (its state is 2.5 KB)
         self._opened: float | None = None  # loop time the current stream was followed from
 
     def following(self) -> None:

@@ -76,6 +76,7 @@ class AgentClient:
                 total=None, connect=timing.connect, sock_connect=timing.connect
             ),
             auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),  # an agent sets no cookie: none is kept
         )
 
     async def close(self) -> None:
