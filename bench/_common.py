@@ -368,9 +368,12 @@ def write_sources(tmp: Path, ready: Json, name: str = "sources.json") -> Path:
     return path
 
 
-async def start_agents(tmp: Path, agents: list[Json], within: float = 120.0) -> tuple[Child, Json]:
-    """Start ``_agents.py``; returns it and where each agent listens."""
-    child = Child("_agents.py", [str(write_spec(tmp, agents))])
+async def start_agents(
+    tmp: Path, agents: list[Json], within: float = 120.0, max_seconds: float = HELPER_MAX_SECONDS
+) -> tuple[Child, Json]:
+    """Start ``_agents.py`` (it stops by itself after ``max_seconds``); returns it and where
+    each agent listens."""
+    child = Child("_agents.py", [str(write_spec(tmp, agents, max_seconds))])
     first = await child.start(within)
     return child, first["ready"]
 

@@ -30,7 +30,7 @@ from aiohttp import web
 from bench._common import HELPER_MAX_SECONDS, Handler, Json, pct, rss_kib, say, serve_commands
 from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.gateway import Gateway
-from collie_gateway.serving import GATEWAY, gateway_app
+from collie_gateway.serving import GATEWAY, freeze_heap, gateway_app
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
 
@@ -244,6 +244,7 @@ async def main(args: argparse.Namespace) -> None:
         profiler.enable()
     started = time.perf_counter()
     app = gateway_app(settings)
+    app.on_startup.append(freeze_heap)  # as the serve command does
     runner = web.AppRunner(app)
     await runner.setup()
     sock = socket.create_server(("127.0.0.1", 0))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import resource
@@ -39,6 +40,7 @@ BACKSTOP: Final = 4.5  # ours: a stop never takes longer (service managers wait 
 EXIT_CUT_SHORT: Final = 1  # "failed while running": the stop was cut short
 FILES_PER_LINK: Final = 2  # an agent's event stream, and a call to it (an answer, a read)
 FILES_SPARE: Final = 256  # ours: phones, the store, the log, bridges' pipes
+FREEZE_STEP: Final = 500  # ours: links Ready between two freezes of the heap at start-up
 
 
 #: The gateway under an app of :func:`gateway_app`, once started: for tests and benchmarks (the
@@ -64,6 +66,32 @@ def gateway_app(settings: Settings, gateway: Gateway | None = None) -> web.Appli
 
     app = create_app(settings, rooms)
     return app
+
+
+async def freeze_heap(app: web.Application) -> None:
+    """``on_startup`` of the serve command: keep the long-lived heap (the links, their
+    mirrors) out of the collector's full passes, which otherwise scan it again and again as
+    thousands of links start, and stall the loop later (docs/benchmarks.md, sizing)."""
+    gc.collect()
+    gc.freeze()
+    app[GATEWAY].tasks.spawn(_freeze_as_links_start(app[GATEWAY]), "freeze-heap")
+
+
+async def _freeze_as_links_start(gw: Gateway, every: float = 0.5) -> None:
+    """Each time another ``FREEZE_STEP`` links are Ready, and once all are: the young objects
+    collected, the rest frozen (a frozen cycle that became garbage is not freed: start-up's
+    few)."""
+    links = gw.agents.links
+    frozen = 0
+    while True:
+        ready = sum(1 for link in links.values() if link.ready.is_set())
+        if ready - frozen >= FREEZE_STEP or ready == len(links):
+            gc.collect(1)
+            gc.freeze()
+            frozen = ready
+            if ready == len(links):
+                return
+        await asyncio.sleep(every)
 
 
 def raise_open_files(links: int) -> int:
