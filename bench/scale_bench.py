@@ -202,6 +202,7 @@ async def run(args: argparse.Namespace) -> Json:
                 result["ready_s"] = ready["ready_s"]
                 result["ready_cpu_s"] = ready_cpu
                 result["agents_cpu_s"] = agents_cpu
+                result["gc_s"] = sum(ready.get("gc_s") or [0.0])
                 result["per_link_kib"] = (ready["rss_settled_kib"] - ready["rss_before_kib"]) / size
                 if spied:
                     probe.spied = {f"startup until Ready, {size:,} agents": spied, **probe.spied}
@@ -227,7 +228,8 @@ def report(r: Json, args: argparse.Namespace) -> None:
         row(f"{size:,} agents", f"all links Ready in {m['ready_s']:.1f} s, {m['asks']} asks")
         row(
             "  start-up",
-            f"CPU until Ready: the gateway {m['ready_cpu_s']:.1f} s, the agents' processes "
+            f"CPU until Ready: the gateway {m['ready_cpu_s']:.1f} s (collector "
+            f"{m['gc_s']:.1f} s), the agents' processes "
             f"{m['agents_cpu_s']:.1f} s; {m['per_link_kib']:.1f} KiB RSS per link "
             "(settled, over the RSS before)",
         )

@@ -43,11 +43,9 @@ class Agents:
             link.start()
 
     async def close(self) -> None:
-        """Stop every link and client."""
-        for link in list(self.links.values()):
-            await link.close()
-        for caller in self._callers.values():
-            await caller.close()
+        """Stop every link and client, all at once (thousands in one stop's time)."""
+        await asyncio.gather(*(link.close() for link in list(self.links.values())))
+        await asyncio.gather(*(caller.close() for caller in self._callers.values()))
 
     def mirror(self, agent: str) -> AgentMirror:
         """The agent's mirror (``KeyError`` for an agent not in the sources)."""
