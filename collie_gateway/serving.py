@@ -41,6 +41,7 @@ EXIT_CUT_SHORT: Final = 1  # "failed while running": the stop was cut short
 FILES_PER_LINK: Final = 2  # an agent's event stream, and a call to it (an answer, a read)
 FILES_SPARE: Final = 256  # ours: phones, the store, the log, bridges' pipes
 FREEZE_STEP: Final = 500  # ours: links Ready between two freezes of the heap at start-up
+FREEZE_FOR: Final = 600.0  # ours: seconds the start-up's freezing waits for links at most
 
 
 #: The gateway under an app of :func:`gateway_app`, once started: for tests and benchmarks (the
@@ -78,18 +79,21 @@ async def freeze_heap(app: web.Application) -> None:
 
 
 async def _freeze_as_links_start(gw: Gateway, every: float = 0.5) -> None:
-    """Each time another ``FREEZE_STEP`` links are Ready, and once all are: the young objects
-    collected, the rest frozen (a frozen cycle that became garbage is not freed: start-up's
-    few)."""
+    """Each time another ``FREEZE_STEP`` links are Ready, and once all are (or after
+    ``FREEZE_FOR`` seconds, some agents away): the young objects collected, the rest frozen
+    (a frozen cycle that became garbage is not freed: start-up's few)."""
     links = gw.agents.links
+    loop = asyncio.get_running_loop()
+    until = loop.time() + FREEZE_FOR
     frozen = 0
     while True:
         ready = sum(1 for link in links.values() if link.ready.is_set())
-        if ready - frozen >= FREEZE_STEP or ready == len(links):
+        last = ready == len(links) or loop.time() >= until
+        if ready - frozen >= FREEZE_STEP or last:
             gc.collect(1)
             gc.freeze()
             frozen = ready
-            if ready == len(links):
+            if last:
                 return
         await asyncio.sleep(every)
 
