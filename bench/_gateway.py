@@ -7,8 +7,13 @@ Run by the benches: ``python bench/_gateway.py --sources S.json --db G.db [--tra
     {"port": 43121, "ready_s": 0.84, "rss_before_kib": ..., "rss_ready_kib": ...,
      "rss_settled_kib": ..., "traced_bytes": ..., "traced_top": [...]}
 
+The first line also has ``gc_s``/``gc_n``: the CPU seconds and passes of the garbage
+collector per generation until Ready. The gateway freezes its heap as the serve command does
+(``serving.freeze_heap``).
+
 Commands: ``dashboard_compute`` (the dashboard built and encoded in-process, no HTTP),
-``counts`` (open conversations mirrored), ``profile_start``/``profile_stop``, ``quit``.
+``counts`` (open conversations mirrored), ``gc`` (the collector since the last ``gc``),
+``profile_start``/``profile_stop``, ``quit``.
 """
 
 from __future__ import annotations
