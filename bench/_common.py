@@ -368,9 +368,12 @@ def write_sources(tmp: Path, ready: Json, name: str = "sources.json") -> Path:
     return path
 
 
-async def start_agents(tmp: Path, agents: list[Json], within: float = 120.0) -> tuple[Child, Json]:
-    """Start ``_agents.py``; returns it and where each agent listens."""
-    child = Child("_agents.py", [str(write_spec(tmp, agents))])
+async def start_agents(
+    tmp: Path, agents: list[Json], within: float = 120.0, max_seconds: float = HELPER_MAX_SECONDS
+) -> tuple[Child, Json]:
+    """Start ``_agents.py`` (it stops by itself after ``max_seconds``); returns it and where
+    each agent listens."""
+    child = Child("_agents.py", [str(write_spec(tmp, agents, max_seconds))])
     first = await child.start(within)
     return child, first["ready"]
 
@@ -523,9 +526,10 @@ def bench_main(
     p: argparse.ArgumentParser,
     run: Callable[[argparse.Namespace], Awaitable[Any]],
     report: Callable[[Any, argparse.Namespace], None],
+    cap: float = 170.0,
 ) -> None:
-    """The shared tail of every bench script: the profiling options, the run (capped at 170 s),
-    the report and the total time."""
+    """The shared tail of every bench script: the profiling options, the run (capped at
+    ``cap`` seconds, 170 unless a script needs longer), the report and the total time."""
     p.add_argument("--profile", type=Path, help="cProfile the gateway per phase, dumps here")
     p.add_argument("--py-spy", type=Path, help="py-spy the gateway per phase, output here")
     args = p.parse_args()
@@ -533,6 +537,6 @@ def bench_main(
         if where is not None:
             where.mkdir(parents=True, exist_ok=True)
     clock = Timer()
-    results = asyncio.run(asyncio.wait_for(run(args), timeout=170.0))
+    results = asyncio.run(asyncio.wait_for(run(args), timeout=cap))
     report(results, args)
     print(f"\n(total {clock.elapsed:.0f} s)")

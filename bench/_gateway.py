@@ -7,9 +7,14 @@ Run by the benches: ``python bench/_gateway.py --sources S.json --db G.db [--tra
     {"port": 43121, "ready_s": 0.84, "rss_before_kib": ..., "rss_ready_kib": ...,
      "rss_settled_kib": ..., "traced_bytes": ..., "traced_top": [...]}
 
+The first line also has ``gc_s``/``gc_n``: the CPU seconds and passes of the garbage
+collector per generation until Ready. The gateway freezes its heap as the serve command does
+(``serving.freeze_heap``).
+
 Commands: ``dashboard_compute`` (the dashboard built and encoded in-process, no HTTP),
-``counts`` (open conversations mirrored), ``profile_start``/``profile_stop``, ``quit``; with
-``--count``, ``count_start``/``count_take`` (SQL statements, msgspec encodes, mask walks).
+``counts`` (open conversations mirrored), ``gc`` (the collector since the last ``gc``),
+``profile_start``/``profile_stop``, ``quit``; with ``--count``, ``count_start``/``count_take``
+(SQL statements, msgspec encodes, mask walks).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from aiohttp import web
 from bench._common import HELPER_MAX_SECONDS, Handler, Json, pct, rss_kib, say, serve_commands
 from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.gateway import Gateway
-from collie_gateway.serving import GATEWAY, gateway_app
+from collie_gateway.serving import GATEWAY, freeze_heap, gateway_app
 from collie_gateway.settings import Settings
 from collie_gateway.sources import load_crew, load_sources
 
@@ -177,6 +182,30 @@ async def _count_sql(gw: Gateway, counts: dict[str, int], texts: dict[str, int])
     await db.db.set_trace_callback(traced)
 
 
+class GcClock:
+    """CPU time the interpreter spends in its cyclic collector (``gc.callbacks``), per
+    generation (the thread that collects: the loop's, nearly always)."""
+
+    def __init__(self) -> None:
+        self.seconds = [0.0, 0.0, 0.0]
+        self.counts = [0, 0, 0]
+        self._t = 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t = time.thread_time()
+        else:
+            self.seconds[info["generation"]] += time.thread_time() - self._t
+            self.counts[info["generation"]] += 1
+
+    def take(self) -> Json:
+        """Seconds and collections per generation since the last take."""
+        out = {"gc_s": [round(s, 3) for s in self.seconds], "gc_n": list(self.counts)}
+        self.seconds, self.counts = [0.0, 0.0, 0.0], [0, 0, 0]
+        return out
+
+
 def _traced_top(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot) -> list[Json]:
     stats = after.compare_to(before, "filename")
     return [
@@ -208,8 +237,9 @@ def _commands(
     gw: Gateway,
     spans: dict[str, list[float]],
     profiler: cProfile.Profile | None,
-    counted: dict[str, int] | None = None,
-    sql_texts: dict[str, int] | None = None,
+    counted: dict[str, int] | None,
+    sql_texts: dict[str, int] | None,
+    gc_clock: GcClock,
 ) -> dict[str, Handler]:
     """The commands the bench process may send once the gateway is Ready."""
     encoder = msgspec.json.Encoder()
@@ -268,9 +298,13 @@ def _commands(
         top = sorted((sql_texts or {}).items(), key=lambda kv: -kv[1])[:16]
         return {**(counted or {}), "top_sql": top}
 
+    async def collector(command: Json) -> Json:
+        return gc_clock.take()
+
     return {
         "count_start": count_start,
         "count_take": count_take,
+        "gc": collector,
         "dashboard_compute": dashboard_compute,
         "counts": counts,
         "answer_spans": answer_spans,
@@ -298,6 +332,7 @@ async def main(args: argparse.Namespace) -> None:
     counted = _install_counters() if args.count else None
     sql_texts: dict[str, int] = {}
     gc.collect()
+    gc_clock = GcClock()
     rss_before = rss_kib()
     snap_before = None
     if args.tracemalloc:
@@ -307,6 +342,7 @@ async def main(args: argparse.Namespace) -> None:
         profiler.enable()
     started = time.perf_counter()
     app = gateway_app(settings)
+    app.on_startup.append(freeze_heap)  # as the serve command does
     runner = web.AppRunner(app)
     await runner.setup()
     sock = socket.create_server(("127.0.0.1", 0))
@@ -344,12 +380,13 @@ async def main(args: argparse.Namespace) -> None:
             "traced_bytes": traced,
             "traced_top": top,
             "links": len(gw.agents.links),
+            **gc_clock.take(),
             "crew": len(gw.crew.links),
         }
     )
     try:
         await serve_commands(
-            _commands(args, gw, spans, profiler, counted, sql_texts), args.max_seconds
+            _commands(args, gw, spans, profiler, counted, sql_texts, gc_clock), args.max_seconds
         )
     finally:
         await runner.cleanup()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import gc
 import importlib.metadata
 import json
 import logging
@@ -24,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from collie_gateway import hooks_cli, phones_cli, serving
@@ -443,17 +441,11 @@ def _settings(args: argparse.Namespace, sources_path: Path, file: Path = DEFAULT
     )
 
 
-async def _freeze(app: web.Application) -> None:
-    """After start-up, keep the long-lived heap out of the collector's full passes (a full
-    collection of a large heap stalls the loop ~100 ms)."""
-    gc.collect()
-    gc.freeze()
-
-
 def _serve(settings: Settings) -> int:
     check_store(settings.db_path, settings.database_url)  # before a line says it serves
+    serving.raise_open_files(len(settings.sources) + len(settings.crew))
     app = serving.gateway_app(settings)
-    app.on_startup.append(_freeze)
+    app.on_startup.append(serving.freeze_heap)
     if settings.unix_path is not None:
         # Created 0600 from the start: no moment when another user could connect.
         os.umask(0o177)

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
+import resource
 import signal
 import ssl
 import sys
@@ -36,6 +38,10 @@ log = logging.getLogger(__name__)
 HTTP_GRACE: Final = 1.0  # ours: requests in flight at a stop (answers) get this long
 BACKSTOP: Final = 4.5  # ours: a stop never takes longer (service managers wait 5 s or more)
 EXIT_CUT_SHORT: Final = 1  # "failed while running": the stop was cut short
+FILES_PER_LINK: Final = 2  # an agent's event stream, and a call to it (an answer, a read)
+FILES_SPARE: Final = 256  # ours: phones, the store, the log, bridges' pipes
+FREEZE_STEP: Final = 500  # ours: links Ready between two freezes of the heap at start-up
+FREEZE_FOR: Final = 600.0  # ours: seconds the start-up's freezing waits for links at most
 
 
 #: The gateway under an app of :func:`gateway_app`, once started: for tests and benchmarks (the
@@ -61,6 +67,60 @@ def gateway_app(settings: Settings, gateway: Gateway | None = None) -> web.Appli
 
     app = create_app(settings, rooms)
     return app
+
+
+async def freeze_heap(app: web.Application) -> None:
+    """``on_startup`` of the serve command: keep the long-lived heap (the links, their
+    mirrors) out of the collector's full passes, which otherwise scan it again and again as
+    thousands of links start, and stall the loop later (docs/benchmarks.md, sizing)."""
+    gc.collect()
+    gc.freeze()
+    app[GATEWAY].tasks.spawn(_freeze_as_links_start(app[GATEWAY]), "freeze-heap")
+
+
+async def _freeze_as_links_start(gw: Gateway, every: float = 0.5) -> None:
+    """Each time another ``FREEZE_STEP`` links are Ready, and once all are (or after
+    ``FREEZE_FOR`` seconds, some agents away): the young objects collected, the rest frozen
+    (a frozen cycle that became garbage is not freed: start-up's few)."""
+    links = gw.agents.links
+    loop = asyncio.get_running_loop()
+    until = loop.time() + FREEZE_FOR
+    frozen = 0
+    while True:
+        ready = sum(1 for link in links.values() if link.ready.is_set())
+        last = ready == len(links) or loop.time() >= until
+        if ready - frozen >= FREEZE_STEP or last:
+            gc.collect(1)
+            gc.freeze()
+            frozen = ready
+            if last:
+                return
+        await asyncio.sleep(every)
+
+
+def raise_open_files(links: int) -> int:
+    """Raise this process's soft limit of open files to its hard limit (a gateway holds a
+    socket or two per agent, and systems often start processes at 1,024), saying so in the
+    log; a WARNING when even the hard limit is short of what ``links`` links need. Returns
+    the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("open files: the limit stays %d (%s)", soft, exc)
+        else:
+            log.info("open files: limit raised from %d to %d", soft, hard)
+            soft = hard
+    need = links * FILES_PER_LINK + FILES_SPARE
+    if soft != resource.RLIM_INFINITY and soft < need:
+        log.warning(
+            "open files: the limit is %d, %d agent links need about %d; raise it (ulimit -n)",
+            soft,
+            links,
+            need,
+        )
+    return soft
 
 
 def _exit_now(message: str) -> None:

@@ -33,6 +33,12 @@ class LinkTiming:
     stream_stable: float = 10.0
     version_recheck: float = 60.0
     busy_read: float = 0.02  # ours: a delta stream read again within a quarter of this waits it
+    # ours: at most this many agent links read their hello and open conversations at once
+    # (a gateway starting with thousands of agents would otherwise time its own reads out)
+    connecting: int = 64
+
+
+_JITTER = random.Random()
 
 
 class Reconnect:
@@ -44,7 +50,7 @@ class Reconnect:
         self.timing = timing
         self._now = now
         self.failures = 0
-        self._rng = rng or random.Random()
+        self._rng = rng or _JITTER  # one generator for every link (its state is 2.5 KB)
         self._opened: float | None = None  # loop time the current stream was followed from
 
     def following(self) -> None:

@@ -16,6 +16,11 @@ def encoded(payload: object, status: int = 200) -> web.Response:
     )
 
 
+def json_body(body: bytes) -> web.Response:
+    """An answer of JSON already encoded."""
+    return web.Response(body=body, content_type="application/json")
+
+
 def error_body(code: str, message: str) -> str:
     """The error body's text."""
     return _encoder.encode({"error": code, "message": message}).decode()

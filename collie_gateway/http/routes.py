@@ -57,7 +57,7 @@ from collie_gateway.http.language import named_language, stream_language, words
 from collie_gateway.http.openapi import Param, Route, flag_param, openapi_document
 from collie_gateway.http.phones import PHONE_ROUTES, caller_of, phone_stream, tapper
 from collie_gateway.http.push_routes import PUSH_ROUTES
-from collie_gateway.http.responses import encoded, http_error, json_error
+from collie_gateway.http.responses import encoded, http_error, json_body, json_error
 from collie_gateway.http.workers_routes import WORKER_ROUTES
 from collie_gateway.services.crew import CrewInfo
 from collie_gateway.services.links import expect
@@ -121,7 +121,8 @@ async def strings(request: web.Request) -> web.Response:
 async def dashboard(request: web.Request) -> web.Response:
     """D1–D10: the dashboard's sections."""
     pending_only = flag(request, "pending_only")
-    return encoded(request.app[ROWS].dashboard(pending_only=pending_only, catalogue=words(request)))
+    rows = request.app[ROWS]
+    return json_body(rows.dashboard_json(pending_only=pending_only, catalogue=words(request)))
 
 
 async def agent_home(request: web.Request) -> web.Response:

@@ -174,6 +174,7 @@ class Following:
         self.mirrors = mirrors  # the mirrors the screens show
         self.links = links  # the links this worker runs (Agents.links)
         self.timing = timing
+        self.gate = asyncio.Semaphore(timing.connecting)  # links reading their hello at once
         self.write = write
         self.spawn = spawn
         self.duties = tuple(duties)  # leases without a link (the crew's publishing)
@@ -307,7 +308,8 @@ class Following:
         private.replace_all(list(shown.conversations.values()))
         private.last_event_id = shown.last_event_id
         listener = RecordListener(self.write, name, lease.epoch)
-        link = AgentLink(source, private, listener, self.timing, resume=taken.given_by is not None)
+        resume = taken.given_by is not None
+        link = AgentLink(source, private, listener, self.timing, gate=self.gate, resume=resume)
         self.links[name] = link
         link.start()
 

@@ -76,6 +76,7 @@ class AgentClient:
                 total=None, connect=timing.connect, sock_connect=timing.connect
             ),
             auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),  # an agent sets no cookie: none is kept
         )
 
     async def close(self) -> None:
@@ -196,9 +197,13 @@ class AgentLink:
         listener: LinkListener,
         timing: LinkTiming,
         rng: random.Random | None = None,
+        gate: asyncio.Semaphore | None = None,
         *,
         resume: bool = False,
     ) -> None:
+        """``gate``: shared by the links of one gateway, it bounds how many read their hello
+        and open conversations at once (``timing.connecting``); each waits its turn before its
+        reads' timeouts start. None: this link waits for no other."""
         self.source = source
         self.resume = resume  # the mirror is current: the first stream resumes after it
         self.mirror = mirror
@@ -209,6 +214,7 @@ class AgentLink:
         self._task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
         self.connects = 0
+        self._gate = gate or asyncio.Semaphore(1)
 
     def start(self) -> None:
         """Start following in the background."""
@@ -246,16 +252,19 @@ class AgentLink:
         need_snapshot = not self.resume
         while True:
             try:
-                wire = await self._hello()
+                async with self._gate:
+                    wire = await self._hello()
+                    if wire == WIRE_VERSION and (
+                        need_snapshot or self.mirror.last_event_id is None
+                    ):
+                        await self._snapshot()
+                        need_snapshot = False
                 if wire != WIRE_VERSION:
                     self._set(LinkState.VERSION_MISMATCH, f"agent speaks wire v{wire}")
                     self._reconnect.clear()
                     await asyncio.sleep(self.timing.version_recheck)
                     need_snapshot = True
                     continue
-                if need_snapshot or self.mirror.last_event_id is None:
-                    await self._snapshot()
-                    need_snapshot = False
                 self._set(LinkState.READY)
                 self._reconnect.following()
                 await self._follow()

@@ -49,6 +49,11 @@ class Rows:
         self._rows: dict[str, EncodedRow] = {}  # each agent's row, as last encoded
         # Each agent's row in another language: (the default's row it follows, the row).
         self._worded: dict[tuple[str, str], tuple[EncodedRow, EncodedRow]] = {}
+        # The dashboard's JSON per (language, pending_only), as (rows' version, the members'
+        # sections it was built with, body): a read with nothing changed sends it again, so
+        # its cost does not grow with the agents whose rows did not change.
+        self._version = 0  # counts every change of a kept row
+        self._bodies: dict[tuple[str, bool], tuple[int, list[Section], bytes]] = {}
 
     def changed(self, mirror: AgentMirror) -> None:
         """Tell the phones of a row that changed, and only then (in each language in use)."""
@@ -57,6 +62,7 @@ class Rows:
         kept = self._rows.get(name)
         if kept is None or kept.raw != encoded.raw:
             self._rows[name] = encoded
+            self._version += 1
             worded = self.languages.get
             self.publish("dashboard.row", encoded.raw, lambda t: self.row(name, worded(t)).raw)
 
@@ -70,6 +76,7 @@ class Rows:
         kept = self._rows.get(name)
         if kept is None:
             kept = self._rows[name] = self._encode(name, self.catalogue)
+            self._version += 1
         if catalogue is None or catalogue is self.catalogue:
             return kept
         worded = self._worded.get((catalogue.lang, name))
@@ -83,8 +90,28 @@ class Rows:
         """The dashboard as the phone draws it now, in ``catalogue``'s language (default: the
         default's): this machine's section, from the rows encoded for the live stream (for
         encoding only: its rows are ``msgspec.Raw``), then each crew member's (W1)."""
-        cat = catalogue or self.catalogue
+        return self._build(catalogue or self.catalogue, pending_only, self.members())
+
+    def _build(self, cat: Catalogue, pending_only: bool, members: list[Section]) -> Dashboard:
         rows = [self.row(s.name, cat) for s in self.sources]
-        return build_dashboard(
-            rows, self.spaces, cat, pending_only=pending_only, members=self.members()
-        )
+        return build_dashboard(rows, self.spaces, cat, pending_only=pending_only, members=members)
+
+    def dashboard_json(
+        self, *, pending_only: bool = False, catalogue: Catalogue | None = None
+    ) -> bytes:
+        """:meth:`dashboard` encoded, built again only when a row or a member's section
+        changed since the last read in that language."""
+        cat = catalogue or self.catalogue
+        key = (cat.lang, pending_only)
+        members = self.members()
+        kept = self._bodies.get(key)
+        if kept is not None and kept[0] == self._version and _same(kept[1], members):
+            return kept[2]
+        body = _encoder.encode(self._build(cat, pending_only, members))
+        self._bodies[key] = (self._version, members, body)
+        return body
+
+
+def _same(kept: list[Section], now: list[Section]) -> bool:
+    """Whether the members' sections are the very ones (each is replaced when it changes)."""
+    return len(kept) == len(now) and all(a is b for a, b in zip(kept, now, strict=True))

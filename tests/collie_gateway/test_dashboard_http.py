@@ -212,8 +212,9 @@ async def test_R5_survives_restart_from_sqlite(rig: Rig) -> None:
 async def test_D1_D5_D6_D7_dashboard_from_the_live_rows_is_what_a_fresh_build_says(
     rig: Rig,
 ) -> None:
-    """Issue 16: the dashboard is assembled from the rows encoded for the live stream; after
-    every kind of change it says what building it afresh from the mirrors says."""
+    """Issue 16: the dashboard is assembled from the rows encoded for the live stream, and its
+    JSON kept until a row changes; after every kind of change it says what building it
+    afresh from the mirrors says."""
     desk = rig.agent("desk", runtime="desk")
     sock = await rig.serve("desk")
     pi = rig.agent("pi", runtime="pi")
@@ -226,7 +227,8 @@ async def test_D1_D5_D6_D7_dashboard_from_the_live_rows_is_what_a_fresh_build_sa
         cat = gw.settings.catalogue
         for pending_only in (False, True):
             # in-process, with no await between: the same moment of the mirrors
-            served = msgspec.json.encode(gw.rows.dashboard(pending_only=pending_only))
+            served = gw.rows.dashboard_json(pending_only=pending_only)
+            assert served == msgspec.json.encode(gw.rows.dashboard(pending_only=pending_only))
             fresh = build_dashboard(
                 [agent_row(s, gw.mirrors[s.name], cat) for s in sources],
                 ("main",),

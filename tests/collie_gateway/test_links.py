@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -283,3 +284,44 @@ async def test_wire_10_an_agent_that_keeps_answering_reset_is_asked_less_and_les
 
     made, _ = await _count_streams(rig, resets, window=1.0)
     assert 2 <= made <= 5
+
+
+async def test_many_agents_are_read_a_few_at_a_time_and_none_times_out(rig: Rig) -> None:
+    # Twelve agents whose hello takes 0.3 s, two links reading at once: the last pair waits
+    # 1.5 s for its turn, longer than a read may take (1.5 s), and still reads each agent once.
+    in_flight = {"now": 0, "most": 0}
+    hellos: dict[str, int] = {}
+
+    def slow_hello(name: str) -> Handler:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            if request.path == "/events":
+                resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+                await resp.prepare(request)
+                await asyncio.sleep(3600)
+                return resp
+            in_flight["now"] += 1
+            in_flight["most"] = max(in_flight["most"], in_flight["now"])
+            try:
+                if request.path == "/hello":
+                    hellos[name] = hellos.get(name, 0) + 1
+                    await asyncio.sleep(0.3)
+                    return web.Response(body=HELLO, content_type="application/json")
+                return web.Response(body=EMPTY_PAGE, content_type="application/json")
+            finally:
+                in_flight["now"] -= 1
+
+        return handler
+
+    names = [f"slow{i:02d}" for i in range(12)]
+    timing = LinkTiming(request=1.5, stream_read=30.0, connecting=2)
+    async with contextlib.AsyncExitStack() as stack:
+        for name in names:
+            await stack.enter_async_context(raw_agent(slow_hello(name), rig.tmp / f"{name}.sock"))
+        sources = [Source(name=n, socket=rig.tmp / f"{n}.sock") for n in names]
+        client, gw = await rig.gateway(sources, timing=timing)
+        await eventually(
+            lambda: all(m.state is LinkState.READY for m in gw.mirrors.values()), within=20.0
+        )
+        await client.close()
+    assert in_flight["most"] == 2
+    assert hellos == {name: 1 for name in names}
