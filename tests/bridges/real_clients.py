@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,15 +29,27 @@ CACHE = Path(__file__).resolve().parents[2] / ".cache"
 def npm_binary(package: str, version: str, native: str, bin_name: str) -> Path:
     """``package``'s native binary (``native``: a glob under ``node_modules``), installed
     with npm when missing (a few seconds here); npm may leave a wrapper's postinstall unrun,
-    so the platform package's binary is preferred to ``.bin/<bin_name>``."""
-    where = CACHE / f"{package.rsplit('/', 1)[-1]}-{version}"
+    so the platform package's binary is preferred to ``.bin/<bin_name>``.
+
+    Test processes running in parallel take turns (a lock file): one installs, into a folder
+    of its own renamed into place whole, and the others then find it there."""
+    name = f"{package.rsplit('/', 1)[-1]}-{version}"
+    where = CACHE / name
     wrapper = where / "node_modules" / ".bin" / bin_name
-    if not wrapper.exists():
-        where.mkdir(parents=True, exist_ok=True)
-        argv = ["npm", "install", "--prefix", str(where), "--no-audit", "--no-fund"]
-        subprocess.run(
-            [*argv, f"{package}@{version}"], check=True, timeout=600, capture_output=True
-        )
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not wrapper.exists():
+            shutil.rmtree(where, ignore_errors=True)  # a partial install of an older run
+            fresh = tempfile.mkdtemp(dir=CACHE, prefix=f"{name}.")
+            try:
+                argv = ["npm", "install", "--prefix", fresh, "--no-audit", "--no-fund"]
+                subprocess.run(
+                    [*argv, f"{package}@{version}"], check=True, timeout=600, capture_output=True
+                )
+                os.rename(fresh, where)
+            finally:
+                shutil.rmtree(fresh, ignore_errors=True)  # what is left of a failed install
     found = sorted((where / "node_modules").glob(native))
     return found[0] if found else wrapper
 
