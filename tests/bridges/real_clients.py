@@ -1,5 +1,5 @@
-"""The real command-line agents for the hooks tests: installed with npm into a folder of the
-tests' own (``.cache/``, on first use), run in a pseudo-terminal, their hooks installed by
+"""The real command-line agents for the hooks tests (``npm_clients``: installed with npm into
+a folder of the tests' own), run in a pseudo-terminal, their hooks installed by
 ``collie-gateway hooks install`` pointing at the rig's bridge, a fake model API served on
 127.0.0.1 (``../shared/notes/real-clients.md`` says what each needs)."""
 
@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import re
-import shutil
 import signal
-import subprocess
-import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,36 +18,6 @@ from aiohttp import web
 
 from collie_gateway.__main__ import main
 from tests.bridges.hooks_rig import Hooks
-
-CACHE = Path(__file__).resolve().parents[2] / ".cache"
-
-
-def npm_binary(package: str, version: str, native: str, bin_name: str) -> Path:
-    """``package``'s native binary (``native``: a glob under ``node_modules``), installed
-    with npm when missing (a few seconds here); npm may leave a wrapper's postinstall unrun,
-    so the platform package's binary is preferred to ``.bin/<bin_name>``.
-
-    Test processes running in parallel take turns (a lock file): one installs, into a folder
-    of its own renamed into place whole, and the others then find it there."""
-    name = f"{package.rsplit('/', 1)[-1]}-{version}"
-    where = CACHE / name
-    wrapper = where / "node_modules" / ".bin" / bin_name
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with (CACHE / f"{name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not wrapper.exists():
-            shutil.rmtree(where, ignore_errors=True)  # a partial install of an older run
-            fresh = tempfile.mkdtemp(dir=CACHE, prefix=f"{name}.")
-            try:
-                argv = ["npm", "install", "--prefix", fresh, "--no-audit", "--no-fund"]
-                subprocess.run(
-                    [*argv, f"{package}@{version}"], check=True, timeout=600, capture_output=True
-                )
-                os.rename(fresh, where)
-            finally:
-                shutil.rmtree(fresh, ignore_errors=True)  # what is left of a failed install
-    found = sorted((where / "node_modules").glob(native))
-    return found[0] if found else wrapper
 
 
 @dataclass
