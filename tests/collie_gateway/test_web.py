@@ -167,7 +167,7 @@ async def goto(page: Page, where: str) -> None:
     before = await page.evaluate("window.collie.drawn")
     await page.evaluate("where => { location.hash = where }", where)
     # (wait_for_function evaluates a string, which the page's CSP forbids: poll instead)
-    for _ in range(200):
+    for _ in range(1200):
         if await page.evaluate("window.collie.drawn") > before:
             break
         await asyncio.sleep(0.025)
