@@ -172,8 +172,12 @@ async def test_wire_10_converges_through_drops_restarts_cuts_and_lost_logs(rig: 
         elif roll < 0.023:
             # Its store lost, the agent starts its ids again from 1; the gateway comes back
             # before the agent sends more than the gateway had seen (else the ids overlap and
-            # no reader can tell: wire §10 asks such an agent to start above them).
+            # no reader can tell: wire §10 asks such an agent to start above them). So the
+            # gateway has seen an event first: a gateway held back at position 0 (a snapshot
+            # of a log begun again, none of its events read yet) would resume at 0 in the new
+            # log too, with no reset, and miss what the lost log held.
             faults["lose"] += 1
+            await eventually(lambda: gw.mirrors["desk"].last_event_id not in (None, "0"))
             streams = agent.streams
             agent.lose_log()
             agent.drop_streams()
