@@ -109,6 +109,16 @@ def test_pair_takes_a_postgresql_url_as_serve_does(pg_url: str, tmp_path: Path) 
     assert list(tmp_path.iterdir()) == [], "a folder or file was made for the URL"
 
 
+def _signals_of(pid: int) -> str:
+    """A process's state and signal masks, and its environment's COLLIE_ names (Linux)."""
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    named = [e.decode().split("=", 1)[0] for e in env if e.startswith(b"COLLIE_")]
+    return "; ".join(
+        [*(line for line in status if line.startswith(("State", "Sig", "Threads"))), f"env {named}"]
+    )
+
+
 async def test_ctrl_c_while_pair_waits_is_one_line(tmp_path: Path) -> None:
     db = tmp_path / "collie.db"
     made = _cli("pair", "--db", str(db), "--no-wait", cwd=tmp_path)  # refused: no store yet
@@ -129,9 +139,12 @@ async def test_ctrl_c_while_pair_waits_is_one_line(tmp_path: Path) -> None:
             shown += line
     assert re.search(rf"valid until {ZULU}, one phone", shown.decode())
     proc.send_signal(signal.SIGINT)
-    async with asyncio.timeout(60):
-        err = (await proc.stderr.read()).decode()
-        await proc.wait()
+    try:
+        async with asyncio.timeout(60):
+            err = (await proc.stderr.read()).decode()
+            await proc.wait()
+    except TimeoutError:
+        raise AssertionError(f"pair still runs after Ctrl-C: {_signals_of(proc.pid)}") from None
     assert proc.returncode == 1
     assert err.splitlines() == [
         "collie-gateway: stopped waiting (Ctrl-C); a phone may still use the code until it expires"
