@@ -109,6 +109,12 @@ def test_pair_takes_a_postgresql_url_as_serve_does(pg_url: str, tmp_path: Path) 
     assert list(tmp_path.iterdir()) == [], "a folder or file was made for the URL"
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C as a terminal's foreground command gets it: the tests may run as a background
+    job, whose children start with SIGINT ignored (and Python then leaves it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _signals_of(pid: int) -> str:
     """A process's state and signal masks, and its environment's COLLIE_ names (Linux)."""
     status = Path(f"/proc/{pid}/status").read_text().splitlines()
@@ -127,7 +133,7 @@ async def test_ctrl_c_while_pair_waits_is_one_line(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "collie_gateway", "pair", "--db", str(db),
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_as_in_a_terminal,
     )  # fmt: skip
     assert proc.stdout is not None
     assert proc.stderr is not None
