@@ -1,5 +1,5 @@
-"""The whole suite's conventions for running in parallel (pytest-xdist:
-``python -m pytest -q -n 3 --dist loadgroup``; the default, and CI, is one process).
+"""The whole suite's conventions for running in parallel (pytest-xdist: the default, set in
+pyproject.toml, is ``-n 3 --dist loadgroup``; ``-n 0`` runs every test in one process).
 
 Tests run on several worker processes at once, so a test owns what it touches:
 

@@ -313,6 +313,9 @@
     }, 3000);
   }
   async function listAgain(agent) {
+    // Due after the person left the list (a redraw timed just before a tap): not theirs now.
+    const r = route();
+    if (r.screen !== 'list' || r.agent !== agent) return;
     const seq = ++loadSeq;
     try { await list(seq, agent, true); } catch (err) { /* L8: the list drawn stays */ }
   }
@@ -421,7 +424,14 @@
     replaySince(data.event_id || mark);
   }
   const nearBottom = () => window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
-  function chatAgain() { later(() => { const seq = ++loadSeq; chat(seq, chatState.agent, chatState.conv).catch(() => {}); }, 60); }
+  function chatAgain() {
+    later(() => {
+      const r = route();  // the person may have left the chat meanwhile
+      if (r.screen !== 'chat' || r.agent !== chatState.agent || r.conv !== chatState.conv) return;
+      const seq = ++loadSeq;
+      chat(seq, chatState.agent, chatState.conv).catch(() => {});
+    }, 60);
+  }
   function chatEvent(ev, replay) {
     const st = chatState; const d = ev.data;
     if (!st || d.agent !== st.agent || !newer(ev.id, view.since)) return;

@@ -1,5 +1,5 @@
-"""The real command-line agents for the hooks tests: installed with npm into a folder of the
-tests' own (``.cache/``, on first use), run in a pseudo-terminal, their hooks installed by
+"""The real command-line agents for the hooks tests (``npm_clients``: installed with npm into
+a folder of the tests' own), run in a pseudo-terminal, their hooks installed by
 ``collie-gateway hooks install`` pointing at the rig's bridge, a fake model API served on
 127.0.0.1 (``../shared/notes/real-clients.md`` says what each needs)."""
 
@@ -10,7 +10,6 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,24 +18,6 @@ from aiohttp import web
 
 from collie_gateway.__main__ import main
 from tests.bridges.hooks_rig import Hooks
-
-CACHE = Path(__file__).resolve().parents[2] / ".cache"
-
-
-def npm_binary(package: str, version: str, native: str, bin_name: str) -> Path:
-    """``package``'s native binary (``native``: a glob under ``node_modules``), installed
-    with npm when missing (a few seconds here); npm may leave a wrapper's postinstall unrun,
-    so the platform package's binary is preferred to ``.bin/<bin_name>``."""
-    where = CACHE / f"{package.rsplit('/', 1)[-1]}-{version}"
-    wrapper = where / "node_modules" / ".bin" / bin_name
-    if not wrapper.exists():
-        where.mkdir(parents=True, exist_ok=True)
-        argv = ["npm", "install", "--prefix", str(where), "--no-audit", "--no-fund"]
-        subprocess.run(
-            [*argv, f"{package}@{version}"], check=True, timeout=600, capture_output=True
-        )
-    found = sorted((where / "node_modules").glob(native))
-    return found[0] if found else wrapper
 
 
 @dataclass

@@ -48,7 +48,7 @@ async def _serve_until_ready(folder: Path) -> str:
         try:
             async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http:
                 await _ready(http)
-            for _ in range(200):  # the agent's lines come just before it is ready
+            for _ in range(600):  # the agent's lines come just before it is ready
                 if "nearly full" in err.read_text(encoding="utf-8"):
                     break
                 await asyncio.sleep(0.05)

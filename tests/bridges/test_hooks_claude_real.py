@@ -18,10 +18,10 @@ import pytest
 from bridges.hooks import mapping
 from fixtures.hooks.fake_anthropic import COMMAND, FakeAnthropic
 from tests.bridges.hooks_rig import Hooks, running
-from tests.bridges.real_clients import Terminal, in_a_terminal, install_hooks, npm_binary, serving
+from tests.bridges.npm_clients import CLAUDE, npm_binary
+from tests.bridges.real_clients import Terminal, in_a_terminal, install_hooks, serving
 from tests.collie_gateway.conftest import ClientFactory, eventually
 
-VERSION = "2.1.197"
 DESK_FIRST = mapping.DESK_FIRST.format(client="Claude Code")
 KEY = "sk-ant-api03-" + "x" * 40 + "fakefakefakefake1234"
 
@@ -35,7 +35,7 @@ async def claude_in_a_terminal(hooks: Hooks, api_url: str) -> AsyncIterator[Term
         json.dumps(
             {
                 "hasCompletedOnboarding": True,
-                "lastOnboardingVersion": VERSION,
+                "lastOnboardingVersion": CLAUDE.version,
                 "customApiKeyResponses": {"approved": [KEY[-20:]], "rejected": []},
                 "projects": {str(shop): {"hasTrustDialogAccepted": True}},
             }
@@ -53,9 +53,7 @@ async def claude_in_a_terminal(hooks: Hooks, api_url: str) -> AsyncIterator[Term
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     }
-    binary = npm_binary(
-        "@anthropic-ai/claude-code", VERSION, "@anthropic-ai/claude-code-*/claude", "claude"
-    )
+    binary = npm_binary(CLAUDE)
     async with in_a_terminal([str(binary)], env, shop) as term:
         yield term
 

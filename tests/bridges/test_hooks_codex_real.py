@@ -18,17 +18,9 @@ import pytest
 
 from fixtures.hooks.fake_openai import COMMAND, FakeOpenAI
 from tests.bridges.hooks_rig import Hooks, running
-from tests.bridges.real_clients import (
-    CACHE,
-    Terminal,
-    in_a_terminal,
-    install_hooks,
-    npm_binary,
-    serving,
-)
+from tests.bridges.npm_clients import CACHE, CODEX, npm_binary
+from tests.bridges.real_clients import Terminal, in_a_terminal, install_hooks, serving
 from tests.collie_gateway.conftest import ClientFactory, eventually
-
-VERSION = "0.171.0"
 
 
 @pytest.fixture
@@ -77,9 +69,7 @@ async def asked(hooks: Hooks) -> AsyncIterator[Asked]:
             "FAKE_KEY": "fake",
             "PYTHONPATH": str(CACHE.parent),
         }
-        binary = npm_binary(
-            "@openai/codex", VERSION, "@openai/codex-linux-*/vendor/*/bin/codex", "codex"
-        )
+        binary = npm_binary(CODEX)
         argv = [str(binary), "--dangerously-bypass-hook-trust"]
         async with in_a_terminal(argv, env, shop) as term:
             await asyncio.sleep(5)  # the TUI draws by cursor moves: no line to wait for

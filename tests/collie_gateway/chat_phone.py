@@ -25,7 +25,8 @@ class LogAgent:
     """Conversations of items (``c1``, and any others named); every change is an event in
     its log. ``cut_log`` forgets every event kept (a reader behind it gets ``reset``),
     ``lose_log`` also starts the ids again from 1 (its store was lost), ``drop_streams`` ends
-    every open ``/events``."""
+    every open ``/events``, ``go_silent`` keeps every open ``/events`` open but sends nothing
+    more on it, not even a ping (a stream stalled midway)."""
 
     def __init__(self, features: list[str] | None = None, others: tuple[str, ...] = ()) -> None:
         self.features = features or []
@@ -38,6 +39,7 @@ class LogAgent:
         self.wake = asyncio.Event()
         self.resets = 0  # how many ``reset`` events it sent
         self.streams = 0  # how many ``/events`` it answered
+        self.silent_upto = 0  # the streams up to this one send nothing more
         self._runner: web.AppRunner | None = None
 
     # --- what the agent does ----------------------------------------------------------------
@@ -78,6 +80,11 @@ class LogAgent:
         self.cut_log()
         self.next_id = 1
 
+    def go_silent(self) -> None:
+        self.silent_upto = self.streams
+        self.wake.set()
+        self.wake = asyncio.Event()
+
     def drop_streams(self) -> None:
         self.generation += 1
         self.wake.set()
@@ -107,6 +114,7 @@ class LogAgent:
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
         self.streams += 1
+        number = self.streams
         generation = self.generation
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
@@ -122,6 +130,9 @@ class LogAgent:
         with contextlib.suppress(ConnectionError):
             while generation == self.generation:
                 wake = self.wake
+                if number <= self.silent_upto:
+                    await wake.wait()  # until dropped (or the reader goes away)
+                    continue
                 at = bisect.bisect_right(self.ids, after)
                 if at < len(self.ids):
                     await resp.write(b"".join(self.frames[at:]))
@@ -174,6 +185,7 @@ class PhoneChat:
         self.events = 0
         self.reconnects = 0
         self.misses = 0
+        self.missed: list[str] = []  # what each miss was, for the failure's message
         self._task: asyncio.Task[None] | None = None
 
     async def read(self) -> None:
@@ -233,6 +245,11 @@ class PhoneChat:
             line = self.lines.get(data["item_id"])
             if line is None:
                 self.misses += 1  # a delta for a line the phone never got: a bug
+                self.missed.append(
+                    f"{event_id}: a delta to {data['item_id']} after the read at {self.after}"
+                    f" showing {list(self.lines)} (reads {self.reads}, reloads {self.reloads},"
+                    f" reconnects {self.reconnects})"
+                )
                 return
             line["text"] = line.get("text", "") + data["text"]
             if data.get("shortened"):

@@ -23,6 +23,7 @@ from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
 from fixtures.agents.harness import short_dir
 from tests.collie_gateway.pg_fixtures import pg_admin, pg_url  # noqa: F401 (fixtures)
+from tests.timing import WAIT
 from wire.agent import Agent, AgentRunner
 
 FAST = LinkTiming(
@@ -129,7 +130,7 @@ async def rig(aiohttp_client: ClientFactory) -> AsyncIterator[Rig]:
 
 
 async def eventually(
-    check: Callable[[], Awaitable[bool]] | Callable[[], bool], within: float = 5.0
+    check: Callable[[], Awaitable[bool]] | Callable[[], bool], within: float = WAIT
 ) -> None:
     """Wait until ``check()`` is true (polling every 10 ms), or fail after ``within`` s."""
     loop = asyncio.get_running_loop()

@@ -44,7 +44,7 @@ class GatewayProcess:
         self.ssl: aiohttp.Fingerprint | bool = True  # a self-signed member: its pin
         self.proc: asyncio.subprocess.Process | None = None
 
-    async def start(self, ready: int = 1, crew_ready: int = 0, within: float = 15.0) -> None:
+    async def start(self, ready: int = 1, crew_ready: int = 0, within: float = 60.0) -> None:
         """Run it and wait (``within`` seconds at most) until ``ready`` of its agents and
         ``crew_ready`` of its crew members are ready."""
         env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -70,7 +70,7 @@ class GatewayProcess:
             except aiohttp.ClientError:
                 return False
 
-        await eventually(started, within=within)
+        await eventually(started, within=within)  # generous: a machine busy with other tests
 
     async def kill(self) -> None:
         """SIGKILL: no clean shutdown, nothing flushed."""

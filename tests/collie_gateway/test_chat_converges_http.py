@@ -8,7 +8,9 @@ does: lose its whole log and start its ids again, send raw control characters.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -18,7 +20,7 @@ from collie_gateway.core.cleaning import ShownText
 from collie_gateway.core.mirror import LinkState
 from collie_gateway.sources import Source
 from collie_gateway.views.chat import CHAT_TEXT_LIMIT
-from tests.collie_gateway.chat_phone import LogAgent, PhoneChat, shown
+from tests.collie_gateway.chat_phone import Client, LogAgent, PhoneChat, shown
 from tests.collie_gateway.conftest import Rig, eventually, get_json
 
 CHAT = "/api/v1/agents/desk/conversations/c1"
@@ -27,6 +29,20 @@ SHORTENED = "Text shortened"
 
 def cleaned(text: str) -> str:
     return ShownText.of(text, CHAT_TEXT_LIMIT).text
+
+
+@contextlib.asynccontextmanager
+async def log_agent_followed(rig: Rig) -> AsyncIterator[tuple[LogAgent, Client]]:
+    """A ``LogAgent`` served, and a gateway following it (ready); the agent stops after."""
+    agent = LogAgent()
+    sock = rig.tmp / "log.sock"
+    await agent.serve(sock)
+    try:
+        client, gw = await rig.gateway([Source(name="desk", socket=sock)])
+        await eventually(lambda: gw.mirrors["desk"].state is LinkState.READY)
+        yield agent, client
+    finally:
+        await agent.stop()
 
 
 # --- 1: a chat survives reset ---------------------------------------------------------------
@@ -85,6 +101,41 @@ async def test_wire_10_a_chat_survives_reset_sdk_agent(rig: Rig) -> None:
     await phone.stop()
 
 
+async def test_wire_10_a_stream_gone_silent_midway_through_a_reply_loses_no_line(
+    rig: Rig,
+) -> None:
+    """The agent's stream stalls in the middle of a reply (no event, no ping): the gateway
+    gives up on it after ``stream_read``, resumes with ``Last-Event-ID`` and relays what the
+    stalled stream held back (the rest of the reply, a line appended meanwhile) to the phone,
+    which misses nothing and reads nothing again."""
+    async with log_agent_followed(rig) as (agent, client):
+        reply = agent.append()
+        agent.delta(reply, "one ")
+        phone = PhoneChat(client, CHAT)
+        await phone.start()
+        agent.delta(reply, "two ")
+        await eventually(lambda: phone.shown() == [("i0", "one two ", False, None)])
+        streams = agent.streams
+        agent.go_silent()
+        agent.delta(reply, "three ")
+        agent.append(text="A line appended meanwhile", final=True)
+        agent.delta(reply, "four")
+        await eventually(lambda: agent.streams > streams, within=30)  # the gateway resumed
+        agent.finish(reply)
+        want = [
+            ("i0", "one two three four", True, None),
+            ("i1", "A line appended meanwhile", True, None),
+        ]
+
+        async def read_equals() -> bool:
+            return shown(await get_json(client, CHAT)) == want
+
+        await eventually(read_equals, within=30)
+        await eventually(lambda: phone.shown() == want, within=30)
+        assert (phone.misses, phone.reloads, phone.reads) == (0, 0, 1)
+        await phone.stop()
+
+
 async def test_wire_10_converges_through_drops_restarts_cuts_and_lost_logs(rig: Rig) -> None:
     """3,000 random deltas; streams dropped, the agent restarted, its log cut, its log lost
     (ids from 1 again). At the end the phone's chat, read by ``GET`` and followed on the live
@@ -121,8 +172,12 @@ async def test_wire_10_converges_through_drops_restarts_cuts_and_lost_logs(rig: 
         elif roll < 0.023:
             # Its store lost, the agent starts its ids again from 1; the gateway comes back
             # before the agent sends more than the gateway had seen (else the ids overlap and
-            # no reader can tell: wire §10 asks such an agent to start above them).
+            # no reader can tell: wire §10 asks such an agent to start above them). So the
+            # gateway has seen an event first: a gateway held back at position 0 (a snapshot
+            # of a log begun again, none of its events read yet) would resume at 0 in the new
+            # log too, with no reset, and miss what the lost log held.
             faults["lose"] += 1
+            await eventually(lambda: gw.mirrors["desk"].last_event_id not in (None, "0"))
             streams = agent.streams
             agent.lose_log()
             agent.drop_streams()
@@ -144,7 +199,7 @@ async def test_wire_10_converges_through_drops_restarts_cuts_and_lost_logs(rig: 
     finally:
         await phone.stop()
         await agent.stop()
-    assert phone.misses == 0
+    assert phone.misses == 0, phone.missed
     assert all(count > 0 for count in faults.values()), faults
     assert agent.resets > 0
     assert phone.reloads > 0
@@ -156,12 +211,7 @@ async def test_wire_10_converges_through_drops_restarts_cuts_and_lost_logs(rig: 
 async def test_C2_the_live_path_cleans_and_renders_as_the_read(rig: Rig) -> None:
     """Raw control characters (as no SDK sends them) reach neither path; a markdown item
     reaches the live stream rendered; the read plus the live events equals the next read."""
-    agent = LogAgent()
-    sock = rig.tmp / "log.sock"
-    await agent.serve(sock)
-    try:
-        client, gw = await rig.gateway([Source(name="desk", socket=sock)])
-        await eventually(lambda: gw.mirrors["desk"].state is LinkState.READY)
+    async with log_agent_followed(rig) as (agent, client):
         phone = PhoneChat(client, CHAT)
         await phone.start()
         reply = agent.append(text="Pay \u202eusd\u202c 10\x00\x07\ufeff")
@@ -188,8 +238,6 @@ async def test_C2_the_live_path_cleans_and_renders_as_the_read(rig: Rig) -> None
         assert phone.events > 0  # by the live path alone
         assert phone.reads == 1
         await phone.stop()
-    finally:
-        await agent.stop()
 
 
 # --- 11: nothing is cut silently --------------------------------------------------------------
@@ -242,12 +290,7 @@ async def test_C2_property_first_read_plus_live_events_equals_the_next_read(rig:
     pieces += ['password = "', "hunter2 words", '"', "-----BEGIN RSA PRIVATE KEY-----\n"]
     pieces += ["MIIEowIBAAKCAQEAx4aV1b2c\n", "-----END RSA PRIVATE KEY-----", "Bearer "]
     pieces += ["-----BEGIN RSA PRIVATE KEY-----\n", "MIIEowIBAAKCAQEAx4aV1b2c\n"] * 3  # more often
-    agent = LogAgent()
-    sock = rig.tmp / "log.sock"
-    await agent.serve(sock)
-    try:
-        client, gw = await rig.gateway([Source(name="desk", socket=sock)])
-        await eventually(lambda: gw.mirrors["desk"].state is LinkState.READY)
+    async with log_agent_followed(rig) as (agent, client):
         for seed in range(25):
             rng = random.Random(seed)
             phone = PhoneChat(client, CHAT)
@@ -280,5 +323,3 @@ async def test_C2_property_first_read_plus_live_events_equals_the_next_read(rig:
             assert phone.misses == 0, seed
             assert phone.reads == 1  # no read again: the live events alone
             await phone.stop()
-    finally:
-        await agent.stop()

@@ -91,7 +91,7 @@ async def test_cli_serve_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
     try:
         body = None
         async with aiohttp.ClientSession() as http:
-            for _ in range(200):
+            for _ in range(600):
                 try:
                     async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
                         body = await resp.json()
@@ -124,7 +124,7 @@ async def test_cli_serve_on_unix_socket_created_0600(tmp_path: Path) -> None:
         body = None
         connector = aiohttp.UnixConnector(path=str(sock))
         async with aiohttp.ClientSession(connector=connector) as http:
-            for _ in range(200):
+            for _ in range(600):
                 try:
                     async with http.get("http://gateway/healthz") as resp:
                         body = await resp.json()

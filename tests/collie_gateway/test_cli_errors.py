@@ -306,7 +306,7 @@ async def test_demo_prints_where_to_look_at_once_into_a_file(tmp_path: Path) -> 
             stderr=subprocess.DEVNULL,
         )
         try:
-            for _ in range(200):
+            for _ in range(600):
                 if "dashboard:" in out.read_text(encoding="utf-8"):
                     break
                 await asyncio.sleep(0.05)

@@ -109,6 +109,22 @@ def test_pair_takes_a_postgresql_url_as_serve_does(pg_url: str, tmp_path: Path) 
     assert list(tmp_path.iterdir()) == [], "a folder or file was made for the URL"
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C as a terminal's foreground command gets it: the tests may run as a background
+    job, whose children start with SIGINT ignored (and Python then leaves it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _signals_of(pid: int) -> str:
+    """A process's state and signal masks, and its environment's COLLIE_ names (Linux)."""
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    named = [e.decode().split("=", 1)[0] for e in env if e.startswith(b"COLLIE_")]
+    return "; ".join(
+        [*(line for line in status if line.startswith(("State", "Sig", "Threads"))), f"env {named}"]
+    )
+
+
 async def test_ctrl_c_while_pair_waits_is_one_line(tmp_path: Path) -> None:
     db = tmp_path / "collie.db"
     made = _cli("pair", "--db", str(db), "--no-wait", cwd=tmp_path)  # refused: no store yet
@@ -117,21 +133,24 @@ async def test_ctrl_c_while_pair_waits_is_one_line(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "collie_gateway", "pair", "--db", str(db),
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_as_in_a_terminal,
     )  # fmt: skip
     assert proc.stdout is not None
     assert proc.stderr is not None
     shown = b""
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(60):
         while b"Waiting for the phone" not in shown:
             line = await proc.stdout.readline()
             assert line, "pair ended before it waited"
             shown += line
     assert re.search(rf"valid until {ZULU}, one phone", shown.decode())
     proc.send_signal(signal.SIGINT)
-    async with asyncio.timeout(10):
-        err = (await proc.stderr.read()).decode()
-        await proc.wait()
+    try:
+        async with asyncio.timeout(60):
+            err = (await proc.stderr.read()).decode()
+            await proc.wait()
+    except TimeoutError:
+        raise AssertionError(f"pair still runs after Ctrl-C: {_signals_of(proc.pid)}") from None
     assert proc.returncode == 1
     assert err.splitlines() == [
         "collie-gateway: stopped waiting (Ctrl-C); a phone may still use the code until it expires"

@@ -92,7 +92,7 @@ class LiveGateway:
         port = self._runner.addresses[0][1]
         self.base_url = f"http://127.0.0.1:{port}"
         gw = app[GATEWAY]
-        for _ in range(200):
+        for _ in range(600):
             if all(m.state is LinkState.READY for m in gw.mirrors.values()):
                 return
             await asyncio.sleep(0.05)

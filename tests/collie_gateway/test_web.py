@@ -116,6 +116,17 @@ async def closing() -> AsyncIterator[list[LiveGateway]]:
         await live.close()
 
 
+async def desk_followed(rig: Rig, closing: list[LiveGateway]) -> tuple[Agent, LiveGateway]:
+    """The sample desk agent, served, and a live gateway following it (ready)."""
+    agent = desk_agent.build(rig.tmp / "desk.agent.db")
+    sock = await rig.serve("desk", agent)
+    live = await gateway_for(rig, closing, sock)
+    gw = live.gateway
+    assert gw is not None
+    await eventually(lambda: gw.mirrors["desk"].state.value == "ready")
+    return agent, live
+
+
 async def open_page(browser: Browser, url: str, scheme: str = "light") -> Page:
     context = await browser.new_context(viewport=PHONE, color_scheme=scheme)  # type: ignore[arg-type]
     page = await context.new_page()
@@ -156,7 +167,7 @@ async def goto(page: Page, where: str) -> None:
     before = await page.evaluate("window.collie.drawn")
     await page.evaluate("where => { location.hash = where }", where)
     # (wait_for_function evaluates a string, which the page's CSP forbids: poll instead)
-    for _ in range(200):
+    for _ in range(1200):
         if await page.evaluate("window.collie.drawn") > before:
             break
         await asyncio.sleep(0.025)
@@ -885,12 +896,7 @@ async def tab_to(page: Page, target: Any) -> None:
 async def test_N1_N2_new_page_starter_opens_a_conversation_by_keyboard(
     rig: Rig, browser: Browser, closing: Any
 ) -> None:
-    agent = desk_agent.build(rig.tmp / "desk.agent.db")
-    sock = await rig.serve("desk", agent)
-    live = await gateway_for(rig, closing, sock)
-    assert live.gateway is not None
-    gw = live.gateway
-    await eventually(lambda: gw.mirrors["desk"].state.value == "ready")
+    _, live = await desk_followed(rig, closing)
     page = await open_page(browser, live.url)
     # Only the keyboard: dashboard row, the New page, a starter, then a message.
     await tab_to(page, page.locator("li[data-agent=desk] a"))
@@ -906,6 +912,35 @@ async def test_N1_N2_new_page_starter_opens_a_conversation_by_keyboard(
     await page.keyboard.type("keep it short")
     await page.keyboard.press("Enter")
     await expect(page.locator("#thread")).to_contain_text("Noted: keep it short.")
+    no_errors(page)
+
+
+async def test_N1_a_list_redraw_due_as_the_person_leaves_it_does_not_pull_them_back(
+    rig: Rig, browser: Browser, closing: Any
+) -> None:
+    """A conversation opens while the person taps "New conversation" and the New page is
+    still loading: the list's redraw that was due does not draw the list over it."""
+    agent, live = await desk_followed(rig, closing)
+    page = await open_page(browser, live.url + "#/a/desk")
+    await expect(page.get_by_role("heading", name="desk")).to_be_visible()
+    held: list[Any] = []
+    loading = asyncio.Event()
+
+    async def hold(route: Any) -> None:
+        held.append(route)
+        loading.set()
+
+    await page.route("**/api/v1/agents/desk/new", hold)
+    await page.get_by_role("link", name="New conversation").click()
+    await asyncio.wait_for(loading.wait(), 60)  # the New page waits for its read
+    events = await page.evaluate("window.collie.events")
+    await agent.open_conversation("c9", title="Opened meanwhile")
+    await page.wait_for_function(f"window.collie.events > {events}")
+    # Timers run in the order they fall due: the list's redraw (due in 80 ms) has run by now.
+    await page.evaluate("new Promise((done) => setTimeout(done, 500))")
+    await held[0].continue_()
+    await expect(page.get_by_role("heading", name="New conversation")).to_be_visible()
+    await expect(page.get_by_text("Opened meanwhile")).to_have_count(0)
     no_errors(page)
 
 

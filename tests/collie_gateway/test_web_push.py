@@ -138,7 +138,7 @@ async def attach(page: Page, cdp: CDPSession, origin: str) -> Worker:
     await cdp.send("ServiceWorker.enable")
     await page.evaluate(READY)
     # A push delivered before the worker runs may be lost by the DevTools path: wait for it.
-    for _ in range(200):
+    for _ in range(600):
         if registrations.get(origin + "/web/") in running:
             break
         await asyncio.sleep(0.05)

@@ -239,4 +239,13 @@ def test_the_readmes_set_up_is_what_ci_does_and_its_test_command_is_cis() -> Non
     assert "python3 -m venv .venv" in ci
     assert ". .venv/bin/activate" in ci
     assert "pip install --quiet -e '.[dev]'" in ci
-    assert ci.rstrip().endswith("python -m pytest -q")
+    # Lint, then the tests with mypy checking beside them; either failing fails the run.
+    lines = ci.rstrip().splitlines()
+    assert "ruff check ." in lines
+    assert 'mypy >"$mypy_log" 2>&1 &' in lines
+    assert lines[-4:] == [
+        "python -m pytest -q || status=$?",
+        'wait "$mypy_pid" || status=1',
+        'cat "$mypy_log"',
+        'exit "$status"',
+    ]

@@ -68,7 +68,7 @@ NOTE = AskNotification(
 SECRETS = (
     b"Payroll",
     b"salaries",
-    b"DROP",
+    b"DROP TABLE",  # not "DROP" alone: four letters a ciphertext's base64 holds now and then
     b"deskagent",
     b"desk-mac",
     b"ask-secret",

@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 from fixtures.agents.harness import AgentAddress, Served, serve_agent
+from tests.timing import WAIT
 from wire.agent import Agent
 from wire.messages import FEATURES, AgentEvent, decode_event
 from wire.sse import SSEEvent, SSEParser
@@ -143,7 +144,7 @@ class EventStream:
         self._ready += self._parser.feed(chunk)
         return True
 
-    async def next(self, within: float = 2.0) -> SSEEvent:
+    async def next(self, within: float = WAIT) -> SSEEvent:
         """The next event."""
         async with asyncio.timeout(within):
             while not self._ready:
@@ -151,18 +152,18 @@ class EventStream:
                     raise EOFError("the stream ended")
         return self._ready.pop(0)
 
-    async def take(self, n: int, within: float = 2.0) -> list[SSEEvent]:
+    async def take(self, n: int, within: float = WAIT) -> list[SSEEvent]:
         """The next ``n`` events."""
         return [await self.next(within) for _ in range(n)]
 
-    async def until(self, type_: str, within: float = 2.0) -> list[SSEEvent]:
+    async def until(self, type_: str, within: float = WAIT) -> list[SSEEvent]:
         """Events up to and including the first of ``type_``."""
         seen: list[SSEEvent] = []
         while not seen or seen[-1].event != type_:
             seen.append(await self.next(within))
         return seen
 
-    async def wait_raw(self, needle: bytes, within: float = 2.0) -> None:
+    async def wait_raw(self, needle: bytes, within: float = WAIT) -> None:
         """Read until ``needle`` arrived (comments included)."""
         async with asyncio.timeout(within):
             while needle not in self.raw:
@@ -196,7 +197,7 @@ async def client(served: Served) -> AsyncIterator[Client]:
         await c.close()
 
 
-async def eventually(check: Callable[[], bool], within: float = 2.0) -> None:
+async def eventually(check: Callable[[], bool], within: float = WAIT) -> None:
     """Wait until ``check()`` holds (what a background task does shows up a little later)."""
     async with asyncio.timeout(within):
         while True:

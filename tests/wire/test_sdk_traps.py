@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from fixtures.agents.harness import AgentAddress, short_dir
+from tests.timing import WAIT
 from tests.wire.conftest import AgentFactory, Client
 from wire.agent import Agent, AgentRunner, Resolution
 
 TEXT_REPLY = {"request_id": "r1", "version": 1, "answer": {"text": "Rex"}}
 
 
-async def _until(check: object, within: float = 5.0) -> None:
+async def _until(check: object, within: float = WAIT) -> None:
     assert callable(check)
     for _ in range(int(within / 0.01)):
         if check():
