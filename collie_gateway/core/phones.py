@@ -360,6 +360,13 @@ class FailureLimiter:
         times.append(now)
         self._failures.move_to_end(key)
 
+    def forgive(self, address: str | None, at: float) -> None:
+        """Take back the failure counted at ``at`` (a try counted before its code was looked
+        up, which then paired)."""
+        times = self._failures.get(address_key(address))
+        if times is not None and at in times:
+            times.remove(at)
+
     def _recent(self, key: str, now: float) -> deque[float] | None:
         times = self._failures.get(key)
         if times is None:

@@ -170,6 +170,10 @@ class Phones:
         wait = self.retry_after(address)
         if wait is not None:
             return Refused(Effect.NOTHING, retry_after=wait)
+        # Counted as a failure before the code is looked up, so tries sent at once cannot all
+        # pass the limit while each waits for the store; taken back if it pairs.
+        tried = self._monotonic()
+        self.limiter.failed(address, tried)
         made: list[tuple[str, str]] = []
 
         def make(pairing: Pairing) -> tuple[Phone, str | None, str]:
@@ -183,9 +187,9 @@ class Phones:
 
         effect, phone = await self.repo.redeem(code_hash(code), self._clock(), make)
         if phone is None:
-            self.failed(address)
             log.info("pairing refused from %s: %s", address, effect)
             return Refused(effect)
+        self.limiter.forgive(address, tried)
         self._active.add(phone.phone_id)
         token, check = made[0]
         log.info("phone %s (%r, %s) paired from %s", phone.phone_id, name, phone.scope, address)

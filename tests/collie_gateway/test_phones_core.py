@@ -293,3 +293,16 @@ def test_the_limiter_remembers_a_bounded_number_of_addresses() -> None:
         limiter.failed(f"10.0.{i // 256}.{i % 256}", 0.0)
     assert len(limiter._failures) == 100
     assert limiter.retry_after("10.0.0.0", 1.0) is None  # the oldest were forgotten
+
+
+def test_a_failure_counted_before_the_lookup_is_taken_back_when_it_pairs() -> None:
+    limiter = FailureLimiter()
+    for i in range(9):
+        limiter.failed("203.0.113.5", float(i))
+    limiter.failed("203.0.113.5", 9.5)  # counted as the code is looked up
+    assert limiter.retry_after("203.0.113.5", 10.0) == 50
+    limiter.forgive("203.0.113.5", 9.5)  # it paired
+    assert limiter.retry_after("203.0.113.5", 10.0) is None
+    limiter.forgive("203.0.113.5", 99.0)  # nothing counted then: nothing changes
+    limiter.forgive("203.0.113.9", 1.0)  # an address never seen
+    assert limiter.retry_after("203.0.113.5", 10.0) is None

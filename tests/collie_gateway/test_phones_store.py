@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,3 +151,33 @@ async def test_when_a_phone_was_last_seen_is_written_at_most_once_a_minute(
     assert await phones.caller("admin", None) is not None
     assert await phones.caller("collie.p-unknown.secret", None) is None
     assert await phones.caller("garbage", None) is None
+
+
+async def test_wrong_codes_sent_at_once_from_one_address_get_ten_tries_not_one_each(
+    db: Database,
+) -> None:
+    phones = phones_of(db, Clock())
+    redeem = phones.repo.redeem
+
+    async def busy_redeem(*args: Any) -> Any:  # a store busy with other writers: each waits
+        await asyncio.sleep(0.01)
+        return await redeem(*args)
+
+    phones.repo.redeem = busy_redeem  # type: ignore[method-assign,assignment]
+    made = await phones.new_code()
+    # 40 wrong codes at once, each waiting for the store: the limit holds across them all.
+    results = await asyncio.gather(
+        *(phones.pair(f"wrong-{i}", "x", None, None, "198.51.100.7") for i in range(40))
+    )
+    looked_up = [r for r in results if isinstance(r, Refused) and r.retry_after is None]
+    held = [r for r in results if isinstance(r, Refused) and r.retry_after is not None]
+    assert (len(looked_up), len(held)) == (10, 30)
+    # The right code from another address pairs, and a pairing takes back its own count.
+    other = await phones.pair(made.code, "mine", None, None, "198.51.100.8")
+    assert isinstance(other, Paired)
+    assert phones.retry_after("198.51.100.8") is None
+    second = await phones.new_code()
+    for i in range(9):
+        assert isinstance(await phones.pair(f"nope-{i}", "y", None, None, "198.51.100.8"), Refused)
+    assert isinstance(await phones.pair(second.code, "again", None, None, "198.51.100.8"), Paired)
+    assert phones.retry_after("198.51.100.8") is None  # 9 failures: the pairing did not count
