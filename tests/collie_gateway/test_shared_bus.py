@@ -3,7 +3,8 @@ each its own pool on the test's database, as two gateway processes would be. An 
 published on one reaches the phones of both under one id; ``Last-Event-ID`` from one replays
 on the other; an id of another store, or older than the ring, means reset; an id a worker
 has not applied yet is skipped, not replayed twice; a worker applying another's link entries
-(``QUIET``) publishes nothing; an entry fenced by a lease that is gone is not written."""
+(``QUIET``) publishes nothing; an entry fenced by a lease that is gone is not written; entries
+applied from their NOTIFYs while a read of the log is in flight are told once each, in order."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from collie_gateway.services.worklog import SharedBus, SharedLog
 from collie_gateway.store.pg.database import PgDatabase
 from collie_gateway.store.pg.events import EventLog
 from collie_gateway.store.pg.leases import Leases
+from collie_gateway.store.values import Heard, StoredEvent
 from collie_gateway.store.values import LogRecord as Record
-from collie_gateway.store.values import StoredEvent
 from tests.collie_gateway.conftest import eventually
 
 
@@ -31,12 +32,46 @@ class Worker:
     lost: list[set[tuple[str, int]]] = field(default_factory=list)
 
 
+class HeldRead(EventLog):
+    """An event log whose first read, once :attr:`armed`, that finds entries is held after
+    the database answered (:attr:`reading` set) until :attr:`release` is set; and whose
+    hints wait while :attr:`hearing` is clear."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        super().__init__(db)
+        self.armed = False
+        self.reading = asyncio.Event()
+        self.release = asyncio.Event()
+        self.hearing = asyncio.Event()
+        self.hearing.set()
+
+    async def after(self, seq: int, limit: int = 1000) -> list[StoredEvent]:
+        rows = await super().after(seq, limit)
+        if self.armed and rows:
+            self.armed = False
+            self.reading.set()
+            await self.release.wait()
+        return rows
+
+    @contextlib.asynccontextmanager
+    async def hints(self) -> AsyncIterator[AsyncIterator[Heard]]:
+        async with super().hints() as notices:
+
+            async def held() -> AsyncIterator[Heard]:
+                async for heard in notices:
+                    await self.hearing.wait()
+                    yield heard
+
+            yield held()
+
+
 @contextlib.asynccontextmanager
-async def worker(url: str, ring: int = 100) -> AsyncIterator[Worker]:
+async def worker(url: str, ring: int = 100, held: bool = False) -> AsyncIterator[Worker]:
     db = await PgDatabase.open(url)
     records: list[StoredEvent] = []
     lost: list[set[tuple[str, int]]] = []
-    log = SharedLog(EventLog(db), ring, records.append, lost.append)
+    events = HeldRead(db) if held else EventLog(db)
+    log = SharedLog(events, ring, records.append, lost.append)
     bus = await log.open_bus(0.0, ["it"])
     log.start()
     try:
@@ -143,3 +178,32 @@ async def test_quiet_publishes_nothing_and_a_lost_lease_writes_nothing(pg_url: s
         assert len(a.records) == 1
         assert a.lost == [{("desk", lease.epoch)}]
         assert b'"told":true' in sub.take(10)[0]
+
+
+async def test_entries_heard_while_a_stale_read_is_held_reach_the_phone_once_in_order(
+    pg_url: str,
+) -> None:
+    async with worker(pg_url, held=True) as a, worker(pg_url) as b:
+        assert isinstance(a.log.events, HeldRead)
+        held = a.log.events
+        sub_a, _ = a.bus.subscribe(None)
+        sub_b, _ = b.bus.subscribe(None)
+        b.bus.publish("chat.item", {"n": 1})
+        await eventually(lambda: a.bus._seq == b.bus._seq == 1, within=5)
+        held.hearing.clear()  # a hears nothing for now
+        held.armed = True  # a's next read that finds 2 is held once answered
+        b.bus.publish("chat.item", {"n": 2})
+        await eventually(lambda: b.bus._seq == 2, within=5)
+        reading = asyncio.create_task(a.log.catch_up())
+        await held.reading.wait()
+        held.hearing.set()  # 2 heard, then 3 and 4, each from its NOTIFY's entries
+        for n in (3, 4):
+            b.bus.publish("chat.item", {"n": n})
+        await eventually(lambda: a.bus._seq == 4, within=5)
+        held.release.set()  # the read's stale answer (2) comes now
+        await reading
+        a.bus.publish("chat.item", {"n": 5})
+        await eventually(lambda: sub_a.pending == sub_b.pending == 5, within=5)
+        told = ids(sub_a)
+        assert told == ids(sub_b)
+        assert [int(i.rsplit("-", 1)[1]) for i in told] == [1, 2, 3, 4, 5]
