@@ -32,6 +32,7 @@ pytestmark = pytest.mark.xdist_group("workers_loop")
 
 LEASE = 0.6
 AGENTS = 3
+ENDS = 30.0  # seconds a worker's stop (or a kill's end) may take: never a hang
 BOUND = 45.0  # seconds of starts at most
 STARTS = 300  # and at most this many
 
@@ -108,25 +109,25 @@ async def test_workers_started_and_ended_in_a_loop_become_ready_with_no_hole_in_
                     stalls.append((name, {n: m.state.value for n, m in gw.agents.mirrors.items()}))
                 waits.append(loop.time() - began)
                 if rng.random() < 0.5:
-                    await conv.append(
-                        text=f"line {starts}"
+                    await asyncio.wait_for(
+                        conv.append(text=f"line {starts}"), ENDS
                     )  # entries flow while workers come and go
                 if len(live) > 2:
                     victim = live.pop(rng.randrange(len(live)))
                     t = loop.time()
                     if rng.random() < 0.5:
-                        await vanish(victim, monkeypatch)
+                        await asyncio.wait_for(vanish(victim, monkeypatch), ENDS)
                         kills += 1
                     else:
-                        await victim.close()
+                        await asyncio.wait_for(victim.close(), ENDS)  # a stop that ends
                     ended.append(loop.time() - t)
             kept, counter = await log_numbers(pg_url)
             for gw in live:  # each live worker applies the log to its end
                 await eventually(lambda gw=gw: applied(gw) == counter, within=5)
         finally:
             for gw in live:
-                await gw.close()
-            await agent.close()
+                await asyncio.wait_for(gw.close(), ENDS)
+            await asyncio.wait_for(agent.close(), ENDS)
     print(
         f"{starts} starts ({kills} as killed) in {BOUND - (deadline - loop.time()):.1f} s;"
         f" ready after {sorted(waits)[len(waits) // 2]:.2f} s (median),"
