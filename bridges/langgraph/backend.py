@@ -165,4 +165,7 @@ class InProcess:
             yield mode, data[0] if mode == "messages" else data
 
     async def cancel(self, thread: str) -> None:
-        raise NotImplementedError("in-process runs are not cancelled")  # not stoppable
+        """Nothing more to do: the leg ran in the task that was cancelled, in this process,
+        so it ended with it (no server holds a run). Stop itself is not offered
+        (``stoppable``): a node's own work is not cut safely at any point."""
+        return None
