@@ -231,7 +231,13 @@ class PgDatabase:
                 await self._holds.close()  # the server dropped it: its locks are gone
 
     async def _close_holds(self) -> None:
+        # The server frees a closed session's locks only when its backend has ended, which
+        # may be after the close returns: give them back first, so another worker's next
+        # try takes them.
         if self._holds is not None:
+            with contextlib.suppress(psycopg.Error):
+                if not self._holds.closed:
+                    await self._holds.execute("SELECT pg_advisory_unlock_all()")
             await self._holds.close()
             self._holds = None
 
