@@ -12,27 +12,28 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp import web
 from axe_playwright_python.async_playwright import Axe
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 
 import collie_gateway
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
 from fixtures.agents import desk as desk_agent
-from fixtures.browser import PHONE, LiveGateway, chromium_path
+from fixtures.browser import PHONE, LiveGateway
+from tests.collie_gateway import browser_scene as scene
 from tests.collie_gateway.conftest import FAST, Rig, eventually
 from wire.agent import Agent, ConversationHandle, FormField, Option, ToolRef
 from wire.messages import CONVERSATION_STATES, FEATURES
 
+pytestmark = scene.LOOP  # one Chromium for the module's tests, and their fixtures:
+chromium, browser, rig, closing = scene.chromium, scene.browser, scene.rig, scene.closing
 expect.set_options(timeout=10_000)  # a shared 2-core machine: slow, never hung
 SHOTS = Path(os.environ.get("COLLIE_WEB_SHOTS") or Path(tempfile.gettempdir()) / "collie-web-shots")
 PERMISSION = [
@@ -54,16 +55,6 @@ S8_THEME = [  # people-in-the-loop S8: property, light, dark
     ("gap", "12px", "12px"),
     ("font", "system-ui, sans-serif", "system-ui, sans-serif"),
 ]
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as pw:
-        launched = await pw.chromium.launch(executable_path=chromium_path())
-        try:
-            yield launched
-        finally:
-            await launched.close()
 
 
 class Site:
@@ -106,14 +97,6 @@ async def gateway_for(
     closing.append(live)
     await live.start()
     return live
-
-
-@pytest.fixture
-async def closing() -> AsyncIterator[list[LiveGateway]]:
-    opened: list[LiveGateway] = []
-    yield opened
-    for live in opened:
-        await live.close()
 
 
 async def desk_followed(rig: Rig, closing: list[LiveGateway]) -> tuple[Agent, LiveGateway]:
@@ -232,7 +215,7 @@ async def test_web_page_served_with_csp_small_and_from_the_catalogue(
     )
 
 
-def test_web_every_word_the_page_draws_is_a_catalogue_key() -> None:
+async def test_web_every_word_the_page_draws_is_a_catalogue_key() -> None:
     script = (Path(collie_gateway.__file__).parent / "web" / "app.js").read_text(encoding="utf-8")
     keys = set(re.findall(r"\bt\('([a-z0-9_]+)'[,)]", script))
     prefixes = set(re.findall(r"\bS\['([a-z0-9_]+_)' \+", script))

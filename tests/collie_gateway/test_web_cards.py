@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
+import pytest_asyncio
 from playwright.async_api import Browser, Locator, Page, expect
 
 from collie_gateway.core.redact import MASK
@@ -26,14 +26,13 @@ from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
 from collie_gateway.strings import Catalogue
 from fixtures.browser import LiveGateway
+from tests.collie_gateway import browser_scene as scene
 from tests.collie_gateway.conftest import FAST, Rig, eventually
 from tests.collie_gateway.test_web import (
     PERMISSION,
     SHOTS,
     TOOL,
     Site,
-    browser,
-    closing,
     no_errors,
     open_chat,
     open_page,
@@ -43,7 +42,8 @@ from tests.collie_gateway.test_web import (
 )
 from wire.agent import Argument
 
-__all__ = ["browser", "closing"]  # fixtures used by the tests below
+pytestmark = scene.LOOP  # one Chromium for the module's tests, and their fixtures:
+chromium, browser, rig, closing = scene.chromium, scene.browser, scene.rig, scene.closing
 
 CHAT = "api/v1/agents/desk/conversations/c1"
 ARGUMENTS = [
@@ -220,7 +220,7 @@ async def silent_socket(path: Path) -> AsyncIterator[None]:
         await server.wait_closed()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def down(rig: Rig) -> AsyncIterator[LiveGateway]:
     """A gateway following ``locked`` (refuses the gateway's token), ``gone`` (nothing
     serves its socket), ``silent`` (takes the connection, never answers) and ``old`` (speaks

@@ -12,20 +12,20 @@ from typing import Any
 from playwright.async_api import Browser, Page, expect
 
 from fixtures.browser import PHONE
+from tests.collie_gateway import browser_scene as scene
 from tests.collie_gateway.conftest import Rig, eventually
 from tests.collie_gateway.test_web import (
     PERMISSION,
     SHOTS,
     TOOL,
-    browser,
-    closing,
     no_errors,
     page_errors,
     shot,
     site,
 )
 
-__all__ = ["browser", "closing"]  # fixtures used by the tests below
+pytestmark = scene.LOOP  # one Chromium for the module's tests, and their fixtures:
+chromium, browser, rig, closing = scene.chromium, scene.browser, scene.rig, scene.closing
 
 
 async def open_in(browser: Browser, url: str, locale: str) -> Page:

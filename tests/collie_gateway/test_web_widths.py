@@ -11,11 +11,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+import pytest_asyncio
+from playwright.async_api import Browser, Page, expect
 
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
-from fixtures.browser import LiveGateway, chromium_path
+from fixtures.browser import LiveGateway
+from tests.collie_gateway import browser_scene as scene
 from tests.collie_gateway.conftest import FAST, Rig
 from tests.collie_gateway.test_web import SHOTS
 from wire.agent import Button, Option, ToolRef
@@ -34,23 +36,34 @@ BUTTONS = [
 ]
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
+pytestmark = scene.LOOP  # one Chromium and one gateway for the module's tests (read-only)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def chromium() -> AsyncIterator[Browser]:
     """Chromium as on a desktop: scrollbars shown and taking room."""
-    async with async_playwright() as pw:
-        launched = await pw.chromium.launch(
-            executable_path=chromium_path(), ignore_default_args=["--hide-scrollbars"]
-        )
-        try:
-            yield launched
-        finally:
-            await launched.close()
+    async for launched in scene.launch(ignored=["--hide-scrollbars"]):
+        yield launched
 
 
-@pytest.fixture
-async def live(rig: Rig) -> AsyncIterator[LiveGateway]:
+@pytest_asyncio.fixture(loop_scope="module")
+async def browser(chromium: Browser) -> AsyncIterator[Browser]:
+    """The module's Chromium for one test (its contexts closed after it)."""
+    async for launched in scene.fresh(chromium):
+        yield launched
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def live() -> AsyncIterator[LiveGateway]:
     """``desk`` (a long chat ``long`` with six bar buttons, a chat ``ask`` with only a card)
-    and ``old`` (speaks wire 2), behind a gateway given no ``--space``."""
+    and ``old`` (speaks wire 2), behind a gateway given no ``--space``; the tests only look."""
+    async for rig in scene.agents():
+        async for gateway in _scene(rig):
+            yield gateway
+
+
+async def _scene(rig: Rig) -> AsyncIterator[LiveGateway]:
+    """The agents of ``live`` served by ``rig``, and their gateway."""
     desk = rig.agent("desk", runtime="desk", features=list(FEATURES))
     long = await desk.open_conversation("long", title="Weekly review", buttons=BUTTONS)
     for n in range(12):
