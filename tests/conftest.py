@@ -43,6 +43,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = _shared_scene(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    items[:] = sorted(items, key=_first_the_longest)
+
+
+def _first_the_longest(item: pytest.Item) -> int:
+    """Groups run on one worker each, whole: the named ones (many processes each, minutes),
+    then the scenes, then the tests alone, so that no long group starts last and runs alone
+    at the end (a stable sort: each group keeps its order)."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return 2
+    name = mark.args[0] if mark.args else mark.kwargs.get("name", "default")
+    return 1 if "/" in name else 0
 
 
 def _shared_scene(item: pytest.Item) -> str | None:
