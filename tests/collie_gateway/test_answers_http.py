@@ -39,7 +39,7 @@ PERMISSION = [
 ]
 TOOL = ToolRef(call_id="t1", name="shell")
 # A request timeout short enough to wait out in a test (the agent is held longer).
-SHORT = LinkTiming(connect=1.0, request=0.3, stream_read=1.0, backoff_first=0.05, backoff_cap=0.2)
+SHORT = LinkTiming(connect=1.0, request=1.0, stream_read=1.0, backoff_first=0.05, backoff_cap=0.2)
 
 UNCERTAIN = "Not sure the answer arrived. Retry sends it once more."
 MAYBE_APPLIED = "Your answer may already have been applied. Check the chat."
