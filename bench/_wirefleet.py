@@ -325,6 +325,8 @@ class Connection(asyncio.Protocol):
         assert self.transport is not None
         self.streaming = True
         self.agent.streams.add(self.transport)
+        loop = asyncio.get_running_loop()
+        loop.call_later(PING, ping, loop, self.agent, self.transport)
         first = self.agent.replay(last_event_id)
         return _STREAM_HEAD + (chunk(first) if first else b"")
 
@@ -339,14 +341,15 @@ def listen(path: Path) -> socket.socket:
     return sock
 
 
-async def pings(agents: list[FleetAgent]) -> None:
-    """A ``: ping`` on every open stream every ``PING`` seconds (§9)."""
-    frame = chunk(COMMENT_PING)
-    while True:
-        await asyncio.sleep(PING)
-        for agent in agents:
-            for transport in agent.streams:
-                transport.write(frame)
+_PING_CHUNK: Final = chunk(COMMENT_PING)
+
+
+def ping(loop: asyncio.AbstractEventLoop, agent: FleetAgent, transport: asyncio.Transport) -> None:
+    """A ``: ping`` every ``PING`` seconds on one stream, counted from its start as an SDK
+    agent's (§9): the streams of a fleet ping at their own times, not all at once."""
+    if transport in agent.streams and not transport.is_closing():
+        transport.write(_PING_CHUNK)
+        loop.call_later(PING, ping, loop, agent, transport)
 
 
 async def main(spec: Json) -> None:
@@ -364,7 +367,6 @@ async def main(spec: Json) -> None:
             sock = listen(path)
             servers.append(await loop.create_unix_server(factory, sock=sock, backlog=64))
             where[agent.name] = {"url": "http://agent", "socket": str(path), "extra": []}
-        ticker = asyncio.create_task(pings(list(agents.values())))
         say({"ready": where, "seconds": time.perf_counter() - started})
 
         async def ask_once(command: Json) -> Json:
@@ -374,7 +376,6 @@ async def main(spec: Json) -> None:
         await serve_commands(
             {"ask_once": ask_once}, float(spec.get("max_seconds", HELPER_MAX_SECONDS))
         )
-        ticker.cancel()
     except Exception as exc:
         say({"error": f"{type(exc).__name__}: {exc}"})
     finally:

@@ -202,6 +202,7 @@ async def one_size(
     try:
         spied = await spy.stop() if spy is not None else ""
         probe = Probe(gateway, args.profile, args.py_spy)
+        await gateway.call({"cmd": "gc"})  # the collector's count starts again here
         result = await window(
             ready["port"],
             gateway.pid,
@@ -211,6 +212,7 @@ async def one_size(
             probe,
             f"agents-{label}-{size}",
         )
+        result["window_gc"] = await gateway.call({"cmd": "gc"})
         result["rebuild"] = await gateway.call({"cmd": "dashboard_compute", "n": 50})
     finally:
         await gateway.close()
@@ -290,6 +292,14 @@ def report(r: Json, args: argparse.Namespace) -> None:
             f", dashboard p99 {ratio(pct(b['dash'], 99), pct(a['dash'], 99))}"
             f", delay p99 {ratio(pct(b['delays'], 99), pct(a['delays'], 99))}",
         )
+        for label, runs in (("base", base), ("this tree", sizes)):
+            if first in runs and last in runs:
+                extra = runs[last]["ready_cpu_s"] - runs[first]["ready_cpu_s"]
+                row(
+                    f"gateway CPU a link ({label})",
+                    f"{extra / (last - first) * 1e3:.2f} ms (CPU until Ready at {last:,} minus "
+                    f"at {first:,}, over the {last - first:,} links more)",
+                )
         targets(sizes, base)
     for m in [*base.values(), *sizes.values()]:
         m["probe"].print()
@@ -306,7 +316,12 @@ def sized(size: int, m: Json, label: str) -> None:
         f"agents' processes {m['agents_cpu_s']:.1f} s; {m['per_link_kib']:.1f} KiB RSS per "
         "link (settled, over the RSS before)",
     )
-    row("  gateway CPU", f"{m['cpu_share'] * 100:.1f} % of one core")
+    gc_s, gc_n = m["window_gc"]["gc_s"], m["window_gc"]["gc_n"]
+    row(
+        "  gateway CPU",
+        f"{m['cpu_share'] * 100:.1f} % of one core (collector {sum(gc_s):.2f} s in the window "
+        f"and its lead-in; passes by generation {gc_n})",
+    )
     row("  gateway RSS", f"{m['rss_kib'] / 1024:.0f} MiB")
     d = m["dash"]
     row(
