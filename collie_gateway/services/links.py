@@ -215,6 +215,9 @@ class AgentLink:
         self.ready = asyncio.Event()
         self.connects = 0
         self._gate = gate or asyncio.Semaphore(1)
+        # The hello changed and the listener was not told yet: it is told with the state that
+        # follows it (Ready, or why not), once, not twice at every start.
+        self._untold = False
 
     def start(self) -> None:
         """Start following in the background."""
@@ -236,7 +239,11 @@ class AgentLink:
         else:
             self.ready.clear()
         mirror = self.mirror
-        if (mirror.state, mirror.reason, mirror.unauthorized) != (state, reason, unauthorized):
+        if (mirror.state, mirror.reason, mirror.unauthorized) == (state, reason, unauthorized):
+            if self._untold:
+                self._untold = False
+                self.listener.link_changed(mirror)
+        else:
             # A change of state is said once (a retry's new reason only at DEBUG): back is
             # INFO, anything else is a WARNING, also without -v.
             level = logging.DEBUG
@@ -246,6 +253,7 @@ class AgentLink:
                 level, "agent %s: %s%s", self.source.name, state.value, reason and ": " + reason
             )
             mirror.state, mirror.reason, mirror.unauthorized = state, reason, unauthorized
+            self._untold = False
             self.listener.link_changed(mirror)
 
     async def _run(self) -> None:
@@ -294,7 +302,7 @@ class AgentLink:
         if hello != self.mirror.hello or probe.wire != self.mirror.wire:
             self.mirror.hello = hello
             self.mirror.wire = probe.wire
-            self.listener.link_changed(self.mirror)
+            self._untold = True  # told by the ``_set`` that follows every hello
         return probe.wire
 
     async def _snapshot(self) -> None:
