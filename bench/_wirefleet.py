@@ -28,6 +28,7 @@ import socket
 import sys
 import time
 from collections import deque
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
@@ -352,6 +353,22 @@ def ping(loop: asyncio.AbstractEventLoop, agent: FleetAgent, transport: asyncio.
         loop.call_later(PING, ping, loop, agent, transport)
 
 
+async def serve(agent: FleetAgent, path: Path) -> asyncio.Server:
+    """Serve ``agent`` on a new Unix socket at ``path``."""
+    loop = asyncio.get_running_loop()
+    factory = functools.partial(Connection, agent)
+    return await loop.create_unix_server(factory, sock=listen(path), backlog=64)
+
+
+def stop(servers: list[asyncio.Server], agents: Iterable[FleetAgent]) -> None:
+    """Stop listening and end every open stream."""
+    for server in servers:
+        server.close()
+    for agent in agents:
+        for transport in list(agent.streams):
+            transport.close()
+
+
 async def main(spec: Json) -> None:
     started = time.perf_counter()
     loop = asyncio.get_running_loop()
@@ -363,9 +380,7 @@ async def main(spec: Json) -> None:
         for s in spec["agents"]:
             agent = agents[s["name"]] = FleetAgent(s["name"], int(s.get("open", 0)), now)
             path = Path(s["socket"])
-            factory = functools.partial(Connection, agent)
-            sock = listen(path)
-            servers.append(await loop.create_unix_server(factory, sock=sock, backlog=64))
+            servers.append(await serve(agent, path))
             where[agent.name] = {"url": "http://agent", "socket": str(path), "extra": []}
         say({"ready": where, "seconds": time.perf_counter() - started})
 
@@ -379,11 +394,7 @@ async def main(spec: Json) -> None:
     except Exception as exc:
         say({"error": f"{type(exc).__name__}: {exc}"})
     finally:
-        for server in servers:
-            server.close()
-        for agent in agents.values():
-            for transport in list(agent.streams):
-                transport.close()
+        stop(servers, agents.values())
 
 
 if __name__ == "__main__":

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench._wirefleet import Connection, FleetAgent, listen
+from bench._wirefleet import FleetAgent, serve, stop
 from collie_gateway.core.mirror import LinkState
 from collie_gateway.services.agenthttp import UnixGets
 from collie_gateway.sources import Source
@@ -22,20 +21,11 @@ from wire.messages import ConversationPage, Hello, ReplyResult, decode
 @contextlib.asynccontextmanager
 async def fleet(tmp: Path, names: list[str]) -> AsyncIterator[dict[str, FleetAgent]]:
     agents = {n: FleetAgent(n, 2, datetime.now(UTC)) for n in names}
-    loop = asyncio.get_running_loop()
-    servers = []
-    for name, agent in agents.items():
-        sock = listen(tmp / f"{name}.sock")
-        factory = functools.partial(Connection, agent)
-        servers.append(await loop.create_unix_server(factory, sock=sock))
+    servers = [await serve(agent, tmp / f"{name}.sock") for name, agent in agents.items()]
     try:
         yield agents
     finally:
-        for server in servers:
-            server.close()
-        for agent in agents.values():
-            for transport in list(agent.streams):
-                transport.close()
+        stop(servers, agents.values())
 
 
 async def test_a_gateway_follows_raw_agents_as_sdk_agents(rig: Rig) -> None:

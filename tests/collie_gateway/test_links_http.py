@@ -161,43 +161,48 @@ async def test_a_kept_connection_the_agent_closed_is_tried_again_on_a_new_one(
     assert len(connections) == 2
 
 
-async def test_a_body_over_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
-    async def declared(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 52428800\r\n\r\n{")
-        await reader.read()
+def head_then(raw: bytes, *, hang: bool) -> Callable[..., Awaitable[None]]:
+    """Answer the first request with ``raw``, then wait (``hang``) or hang up."""
 
-    async with agent(tmp_path, declared) as (path, _):
+    async def reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(raw)
+        await (reader.read() if hang else writer.drain())
+
+    return reply
+
+
+async def failure(tmp: Path, raw: bytes, *, hang: bool, within: float = 2.0) -> Exception:
+    """What ``UnixGets.get`` raises against an agent answering ``raw``."""
+    async with agent(tmp, head_then(raw, hang=hang)) as (path, _):
         gets = UnixGets(str(path), {}, connect=1.0)
-        with pytest.raises(BodyTooLarge, match="over the limit"):
-            await gets.get("/x", 1000, within=2.0)
-        gets.close()
+        try:
+            await gets.get("/x", 1000, within=within)
+        except (OSError, TimeoutError, BodyTooLarge) as exc:
+            return exc
+        finally:
+            gets.close()
+    raise AssertionError("the GET did not fail")
+
+
+async def test_a_body_over_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    raw = b"HTTP/1.1 200 OK\r\nContent-Length: 52428800\r\n\r\n{"
+    exc = await failure(tmp_path, raw, hang=True)
+    assert isinstance(exc, BodyTooLarge)
+    assert "over the limit" in str(exc)
 
 
 async def test_an_answer_cut_midway_says_so(tmp_path: Path) -> None:
-    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{")
-        await writer.drain()
-
-    async with agent(tmp_path, cut) as (path, _):
-        gets = UnixGets(str(path), {}, connect=1.0)
-        with pytest.raises(Broken) as caught:
-            await gets.get("/x", 1000, within=2.0)
-        gets.close()
-    assert caught.value.midway
+    raw = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"
+    exc = await failure(tmp_path, raw, hang=False)
+    assert isinstance(exc, Broken)
+    assert exc.midway
 
 
 async def test_no_answer_in_time_is_late(tmp_path: Path) -> None:
-    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read()
-
-    async with agent(tmp_path, silent) as (path, _):
-        gets = UnixGets(str(path), {}, connect=1.0)
-        with pytest.raises(Late) as caught:
-            await gets.get("/x", 1000, within=0.2)
-        gets.close()
-    assert not caught.value.midway
+    exc = await failure(tmp_path, b"", hang=True, within=0.2)
+    assert isinstance(exc, Late)
+    assert not exc.midway
 
 
 async def test_the_client_names_the_socket_nobody_serves(tmp_path: Path) -> None:
