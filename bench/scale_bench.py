@@ -1,16 +1,22 @@
-"""One gateway carrying a crew's agents, at 100, 300 and 1,000 agents.
+"""One gateway carrying a crew's agents, at 100, 300 and 1,000 agents (or 10,000).
 
-Run: ``python bench/scale_bench.py [--sizes 100,300,1000] [--window 6] [--py-spy DIR]``.
+Run: ``python -m bench.scale_bench [--sizes 100,300,1000] [--window 6] [--agents raw|sdk]
+[--baseline TREE] [--py-spy DIR]``.
 
-SDK agents, several hundred per helper process (``bench/_agents.py``), each on its own Unix
-socket with two open conversations. For each size a fresh gateway follows the first N of
-them; during a window of ``--window`` seconds, 20 agents stream replies at 50 deltas/s each
-(each delta's text is its send time), one ask a second is raised on one of the others (and
-decided by its agent half a second later), and the phone — this process — follows the live
-stream with one streaming chat open and reads the dashboard ten times a second. Printed per
-size: the gateway's CPU share of one core, its RSS, the dashboard p50/p99 and the phone's
-delay per delta p50/p99 (send to arrival); and the growth from the smallest size, the
-baseline of the same run.
+Each agent on its own Unix socket with two open conversations. ``--agents raw`` (the default):
+the 20 streamers are SDK agents (``bench/_agents.py``) and the rest the bench's own wire-v1
+agents (``bench/_wirefleet.py``, ``--fleet-processes`` processes), so the start-up measures the
+gateway; ``--agents sdk``: all SDK agents, several hundred per helper process, so it also pays
+each SDK agent's own start. For each size a fresh gateway (``--baseline TREE``: that tree's
+first, then this one's) follows the first N of them; during a window of ``--window`` seconds,
+20 agents stream replies at 50 deltas/s each (each delta's text is its send time), one ask a
+second is raised on one of the others (and decided by its agent half a second later), and the
+phone — this process — follows the live stream with one streaming chat open and reads the
+dashboard ten times a second. Printed per size: the time until every link is Ready and the CPU
+it took (the gateway's, its collector's, the agents'), the gateway's CPU share of one core
+during the window, its RSS, the dashboard p50/p99 and the phone's delay per delta p50/p99
+(send to arrival); the gateway's CPU a link (from the two sizes); and the growth from the
+smallest size, the baseline of the same run, with each target's MET/MISSED.
 """
 
 from __future__ import annotations

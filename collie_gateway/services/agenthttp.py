@@ -23,7 +23,7 @@ from wire.errors import BodyTooLarge
 MAX_HEAD: Final = 64 * 1024  # ours: the status line and headers of one answer
 MAX_CHUNK_LINE: Final = 1024  # ours: a chunk's size line (and each trailer line)
 HIGH_WATER: Final = 256 * 1024  # ours: bytes received and not taken before reading pauses
-IDLE_KEPT: Final = 2  # ours: connections kept open between two GETs
+IDLE_KEPT: Final = 1  # ours: a connection kept open between two GETs (the stream takes it)
 
 
 class Broken(ConnectionError):
