@@ -369,11 +369,15 @@ def write_sources(tmp: Path, ready: Json, name: str = "sources.json") -> Path:
 
 
 async def start_agents(
-    tmp: Path, agents: list[Json], within: float = 120.0, max_seconds: float = HELPER_MAX_SECONDS
+    tmp: Path,
+    agents: list[Json],
+    within: float = 120.0,
+    max_seconds: float = HELPER_MAX_SECONDS,
+    script: str = "_agents.py",
 ) -> tuple[Child, Json]:
-    """Start ``_agents.py`` (it stops by itself after ``max_seconds``); returns it and where
-    each agent listens."""
-    child = Child("_agents.py", [str(write_spec(tmp, agents, max_seconds))])
+    """Start ``_agents.py`` (or ``script``, which takes the same spec: ``_wirefleet.py``; it
+    stops by itself after ``max_seconds``); returns it and where each agent listens."""
+    child = Child(script, [str(write_spec(tmp, agents, max_seconds))])
     first = await child.start(within)
     return child, first["ready"]
 

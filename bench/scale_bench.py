@@ -1,16 +1,22 @@
-"""One gateway carrying a crew's agents, at 100, 300 and 1,000 agents.
+"""One gateway carrying a crew's agents, at 100, 300 and 1,000 agents (or 10,000).
 
-Run: ``python bench/scale_bench.py [--sizes 100,300,1000] [--window 6] [--py-spy DIR]``.
+Run: ``python -m bench.scale_bench [--sizes 100,300,1000] [--window 6] [--agents raw|sdk]
+[--baseline TREE] [--py-spy DIR]``.
 
-SDK agents, several hundred per helper process (``bench/_agents.py``), each on its own Unix
-socket with two open conversations. For each size a fresh gateway follows the first N of
-them; during a window of ``--window`` seconds, 20 agents stream replies at 50 deltas/s each
-(each delta's text is its send time), one ask a second is raised on one of the others (and
-decided by its agent half a second later), and the phone — this process — follows the live
-stream with one streaming chat open and reads the dashboard ten times a second. Printed per
-size: the gateway's CPU share of one core, its RSS, the dashboard p50/p99 and the phone's
-delay per delta p50/p99 (send to arrival); and the growth from the smallest size, the
-baseline of the same run.
+Each agent on its own Unix socket with two open conversations. ``--agents raw`` (the default):
+the 20 streamers are SDK agents (``bench/_agents.py``) and the rest the bench's own wire-v1
+agents (``bench/_wirefleet.py``, ``--fleet-processes`` processes), so the start-up measures the
+gateway; ``--agents sdk``: all SDK agents, several hundred per helper process, so it also pays
+each SDK agent's own start. For each size a fresh gateway (``--baseline TREE``: that tree's
+first, then this one's) follows the first N of them; during a window of ``--window`` seconds,
+20 agents stream replies at 50 deltas/s each (each delta's text is its send time), one ask a
+second is raised on one of the others (and decided by its agent half a second later), and the
+phone — this process — follows the live stream with one streaming chat open and reads the
+dashboard ten times a second. Printed per size: the time until every link is Ready and the CPU
+it took (the gateway's, its collector's, the agents'), the gateway's CPU share of one core
+during the window, its RSS, the dashboard p50/p99 and the phone's delay per delta p50/p99
+(send to arrival); the gateway's CPU a link (from the two sizes); and the growth from the
+smallest size, the baseline of the same run, with each target's MET/MISSED.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import asyncio
 import random
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -133,6 +140,99 @@ async def window(
     }
 
 
+async def start_fleet(args: argparse.Namespace, tmp: Path, names: list[str]) -> Json:
+    """Every agent's helper process: SDK agents (``_agents.py``, ``PER_PROCESS`` each), or with
+    ``--agents raw`` the streamers as SDK agents and the rest as raw wire agents
+    (``_wirefleet.py``, ``--fleet-processes`` processes sharing them)."""
+    specs = [
+        {"name": n, "socket": str(tmp / f"{n}.sock"), "state": str(tmp / f"{n}.db"), "open": 2}
+        for n in names
+    ]
+    if args.agents == "sdk":
+        sdk, raw = specs, []
+    else:
+        sdk, raw = specs[:STREAMERS], specs[STREAMERS:]
+    groups = [sdk[i : i + PER_PROCESS] for i in range(0, len(sdk), PER_PROCESS)]
+    starts = [start_agents(tmp, g, within=READY_WAIT, max_seconds=CAP) for g in groups]
+    n = max(1, args.fleet_processes)
+    starts += [
+        start_agents(tmp, raw[i::n], within=READY_WAIT, max_seconds=CAP, script="_wirefleet.py")
+        for i in range(n)
+        if raw[i::n]
+    ]
+    started = await asyncio.gather(*starts)
+    where: Json = {}
+    host_of: dict[str, Child] = {}
+    for child, ready in started:
+        where.update(ready)
+        host_of.update({name: child for name in ready})
+    return {"children": [c for c, _ in started], "where": where, "host_of": host_of}
+
+
+async def one_size(
+    args: argparse.Namespace,
+    tmp: Path,
+    fleet: Json,
+    order: list[str],
+    size: int,
+    tree: Path | None,
+    label: str,
+) -> Json:
+    """One fresh gateway (``tree``'s, or this tree's) following the first ``size`` agents of
+    ``order``: its start-up until Ready, then the window."""
+    children: list[Child] = fleet["children"]
+    sources = write_sources(
+        tmp, {n: fleet["where"][n] for n in order[:size]}, name=f"sources-{label}-{size}.json"
+    )
+    spy: Spy | None = None
+
+    async def attach(pid: int) -> None:
+        nonlocal spy
+        spy = Spy(pid, args.py_spy / f"ready-{label}-{size}.txt")
+        await spy.start()
+
+    agents_cpu = sum(cpu_seconds(c.pid) for c in children)
+    gateway, ready = await start_gateway(
+        sources,
+        tmp / f"gateway-{label}-{size}.db",
+        "--ready-timeout",
+        str(READY_WAIT),
+        "--max-seconds",
+        str(CAP),
+        within=READY_WAIT + 30,
+        on_spawn=attach if args.py_spy else None,
+        tree=tree,
+    )
+    ready_cpu = cpu_seconds(gateway.pid)
+    agents_cpu = sum(cpu_seconds(c.pid) for c in children) - agents_cpu
+    try:
+        spied = await spy.stop() if spy is not None else ""
+        probe = Probe(gateway, args.profile, args.py_spy)
+        await gateway.call({"cmd": "gc"})  # the collector's count starts again here
+        result = await window(
+            ready["port"],
+            gateway.pid,
+            fleet["host_of"],
+            order[:size],
+            args.window,
+            probe,
+            f"agents-{label}-{size}",
+        )
+        result["window_gc"] = await gateway.call({"cmd": "gc"})
+        result["rebuild"] = await gateway.call({"cmd": "dashboard_compute", "n": 50})
+    finally:
+        await gateway.close()
+    result["ready_s"] = ready["ready_s"]
+    result["ready_cpu_s"] = ready_cpu
+    result["agents_cpu_s"] = agents_cpu
+    result["gc_s"] = sum(ready.get("gc_s") or [0.0])
+    result["per_link_kib"] = (ready["rss_settled_kib"] - ready["rss_before_kib"]) / size
+    if spied:
+        probe.spied = {f"start-up until Ready, {label}, {size:,} agents": spied, **probe.spied}
+    result["probe"] = probe
+    return result
+
+
 async def run(args: argparse.Namespace) -> Json:
     sizes = sorted(int(s) for s in args.sizes.split(","))
     names = [f"a{i:04d}" for i in range(max(sizes))]
@@ -141,76 +241,20 @@ async def run(args: argparse.Namespace) -> Json:
     # run in their own process: a gateway's link reads N agents spread over every helper.
     rest = sorted(range(STREAMERS, len(names)), key=lambda i: (i % PER_PROCESS, i // PER_PROCESS))
     order = names[:STREAMERS] + [names[i] for i in rest]
-    out: Json = {"sizes": {}}
+    out: Json = {"sizes": {}, "base": {}}
     with short_dir("sc-") as tmp:
         clock = Timer()
-        specs = [
-            {"name": n, "socket": str(tmp / f"{n}.sock"), "state": str(tmp / f"{n}.db"), "open": 2}
-            for n in names
-        ]
-        groups = [specs[i : i + PER_PROCESS] for i in range(0, len(specs), PER_PROCESS)]
-        started = await asyncio.gather(
-            *(start_agents(tmp, g, within=READY_WAIT, max_seconds=CAP) for g in groups)
-        )
-        children = [child for child, _ in started]
-        where: Json = {}
-        host_of: dict[str, Child] = {}
-        for child, ready in started:
-            where.update(ready)
-            host_of.update({name: child for name in ready})
+        fleet = await start_fleet(args, tmp, names)
         out["agents_s"] = clock.elapsed
-        out["processes"] = len(children)
+        out["processes"] = len(fleet["children"])
         try:
             for size in sizes:
-                sources = write_sources(
-                    tmp, {n: where[n] for n in order[:size]}, name=f"sources-{size}.json"
-                )
-                spy: Spy | None = None
-
-                async def attach(pid: int, size: int = size) -> None:
-                    nonlocal spy
-                    spy = Spy(pid, args.py_spy / f"ready-{size}.txt")
-                    await spy.start()
-
-                agents_cpu = sum(cpu_seconds(c.pid) for c in children)
-                gateway, ready = await start_gateway(
-                    sources,
-                    tmp / f"gateway-{size}.db",
-                    "--ready-timeout",
-                    str(READY_WAIT),
-                    "--max-seconds",
-                    str(CAP),
-                    within=READY_WAIT + 30,
-                    on_spawn=attach if args.py_spy else None,
-                )
-                ready_cpu = cpu_seconds(gateway.pid)
-                agents_cpu = sum(cpu_seconds(c.pid) for c in children) - agents_cpu
-                try:
-                    spied = await spy.stop() if spy is not None else ""
-                    probe = Probe(gateway, args.profile, args.py_spy)
-                    result = await window(
-                        ready["port"],
-                        gateway.pid,
-                        host_of,
-                        order[:size],
-                        args.window,
-                        probe,
-                        f"agents-{size}",
-                    )
-                    result["rebuild"] = await gateway.call({"cmd": "dashboard_compute", "n": 50})
-                finally:
-                    await gateway.close()
-                result["ready_s"] = ready["ready_s"]
-                result["ready_cpu_s"] = ready_cpu
-                result["agents_cpu_s"] = agents_cpu
-                result["gc_s"] = sum(ready.get("gc_s") or [0.0])
-                result["per_link_kib"] = (ready["rss_settled_kib"] - ready["rss_before_kib"]) / size
-                if spied:
-                    probe.spied = {f"startup until Ready, {size:,} agents": spied, **probe.spied}
-                result["probe"] = probe
-                out["sizes"][size] = result
+                if args.baseline is not None:
+                    base = await one_size(args, tmp, fleet, order, size, args.baseline, "base")
+                    out["base"][size] = base
+                out["sizes"][size] = await one_size(args, tmp, fleet, order, size, None, "new")
         finally:
-            await asyncio.gather(*(c.close() for c in children))
+            await asyncio.gather(*(c.close() for c in fleet["children"]))
     return out
 
 
@@ -219,41 +263,32 @@ def report(r: Json, args: argparse.Namespace) -> None:
         f"one gateway, N agents ({STREAMERS} streaming at {RATE:g} deltas/s each, one ask a "
         f"second across the rest), {args.window:g} s each"
     )
-    row(
-        "setup",
-        f"{max(r['sizes']):,} SDK agents in {r['processes']} processes, "
-        f"started in {r['agents_s']:.1f} s",
-    )
+    most = max(r["sizes"])
+    if args.agents == "sdk":
+        fleet = f"{most:,} SDK agents"
+    else:
+        fleet = f"{STREAMERS} SDK agents (the streamers) and {most - STREAMERS:,} raw wire agents"
+    row("setup", f"{fleet} in {r['processes']} processes, started in {r['agents_s']:.1f} s")
+    if args.agents == "raw":
+        row(
+            "  what Ready measures",
+            "the gateway's links against cheap agents (bench/_wirefleet.py: no SQLite, no "
+            "aiohttp); --agents sdk adds each SDK agent's own start-up",
+        )
     sizes: dict[int, Any] = r["sizes"]
+    base: dict[int, Any] = r["base"]
     for size, m in sizes.items():
-        row(f"{size:,} agents", f"all links Ready in {m['ready_s']:.1f} s, {m['asks']} asks")
-        row(
-            "  start-up",
-            f"CPU until Ready: the gateway {m['ready_cpu_s']:.1f} s (collector "
-            f"{m['gc_s']:.1f} s), the agents' processes "
-            f"{m['agents_cpu_s']:.1f} s; {m['per_link_kib']:.1f} KiB RSS per link "
-            "(settled, over the RSS before)",
-        )
-        row("  gateway CPU", f"{m['cpu_share'] * 100:.1f} % of one core")
-        row("  gateway RSS", f"{m['rss_kib'] / 1024:.0f} MiB")
-        d = m["dash"]
-        row(
-            "  dashboard p50 / p99",
-            f"{pct(d, 50) * 1e3:.2f} / {pct(d, 99) * 1e3:.2f} ms ({len(d)} reads of "
-            f"{m['dash_bytes'] / 1024:,.0f} KiB)",
-        )
-        rebuild = m["rebuild"]
-        row(
-            "  dashboard rebuilt after a change",
-            f"p50 {rebuild['p50_ms']:.2f} ms in the gateway (built and encoded in-process; "
-            "a read with no row changed since sends the JSON kept)",
-        )
-        late = m["delays"]
-        row(
-            "  phone delay per delta p50 / p99",
-            f"{pct(late, 50) * 1e3:.1f} / {pct(late, 99) * 1e3:.1f} ms "
-            f"({m['deltas_per_s']:,.0f} deltas/s reached the phone)",
-        )
+        if size in base:
+            sized(size, base[size], f"base {args.baseline}")
+        sized(size, m, "this tree" if base else "")
+        if size in base:
+            b = base[size]
+            row(
+                "  this tree / base",
+                f"Ready {ratio(m['ready_s'], b['ready_s'])}, CPU until Ready "
+                f"{ratio(m['ready_cpu_s'], b['ready_cpu_s'])}, window CPU "
+                f"{ratio(m['cpu_share'], b['cpu_share'])}, RSS {ratio(m['rss_kib'], b['rss_kib'])}",
+            )
     first, last = min(sizes), max(sizes)
     if first != last:
         a, b = sizes[first], sizes[last]
@@ -263,38 +298,95 @@ def report(r: Json, args: argparse.Namespace) -> None:
             f", dashboard p99 {ratio(pct(b['dash'], 99), pct(a['dash'], 99))}"
             f", delay p99 {ratio(pct(b['delays'], 99), pct(a['delays'], 99))}",
         )
-        targets(sizes)
-    for m in sizes.values():
+        for label, runs in (("base", base), ("this tree", sizes)):
+            if first in runs and last in runs:
+                extra = runs[last]["ready_cpu_s"] - runs[first]["ready_cpu_s"]
+                row(
+                    f"gateway CPU a link ({label})",
+                    f"{extra / (last - first) * 1e3:.2f} ms (CPU until Ready at {last:,} minus "
+                    f"at {first:,}, over the {last - first:,} links more)",
+                )
+        targets(sizes, base)
+    for m in [*base.values(), *sizes.values()]:
         m["probe"].print()
 
 
-def targets(sizes: dict[int, Any]) -> None:
+def sized(size: int, m: Json, label: str) -> None:
+    """One gateway's figures at one size."""
+    tag = f" ({label})" if label else ""
+    row(f"{size:,} agents{tag}", f"all links Ready in {m['ready_s']:.1f} s, {m['asks']} asks")
+    row(
+        "  start-up",
+        f"CPU until Ready: the gateway {m['ready_cpu_s']:.2f} s = "
+        f"{m['ready_cpu_s'] / size * 1e3:.2f} ms a link (collector {m['gc_s']:.2f} s), the "
+        f"agents' processes {m['agents_cpu_s']:.1f} s; {m['per_link_kib']:.1f} KiB RSS per "
+        "link (settled, over the RSS before)",
+    )
+    gc_s, gc_n = m["window_gc"]["gc_s"], m["window_gc"]["gc_n"]
+    row(
+        "  gateway CPU",
+        f"{m['cpu_share'] * 100:.1f} % of one core (collector {sum(gc_s):.2f} s in the window "
+        f"and its lead-in; passes by generation {gc_n})",
+    )
+    row("  gateway RSS", f"{m['rss_kib'] / 1024:.0f} MiB")
+    d = m["dash"]
+    row(
+        "  dashboard p50 / p99",
+        f"{pct(d, 50) * 1e3:.2f} / {pct(d, 99) * 1e3:.2f} ms ({len(d)} reads of "
+        f"{m['dash_bytes'] / 1024:,.0f} KiB)",
+    )
+    row(
+        "  dashboard rebuilt after a change",
+        f"p50 {m['rebuild']['p50_ms']:.2f} ms in the gateway (built and encoded in-process; "
+        "a read with no row changed since sends the JSON kept)",
+    )
+    late = m["delays"]
+    row(
+        "  phone delay per delta p50 / p99",
+        f"{pct(late, 50) * 1e3:.1f} / {pct(late, 99) * 1e3:.1f} ms "
+        f"({m['deltas_per_s']:,.0f} deltas/s reached the phone)",
+    )
+
+
+def targets(sizes: dict[int, Any], base: dict[int, Any]) -> None:
     """The targets, judged at the largest size beside the smallest of the same run. The
     dashboard's p99 is "flat" when the largest size's is within 1.5x the smallest's (HTTP,
-    as the phone reads it; the body itself grows with the rows, one per agent)."""
+    as the phone reads it; the body itself grows with the rows, one per agent). With a
+    baseline, its verdicts are printed beside."""
     first, last = min(sizes), max(sizes)
-    a, b = sizes[first], sizes[last]
     heading(f"targets at {last:,} agents (beside {first:,} in this run)")
-    row(
-        f"Ready <= {READY_S:g} s",
-        f"{b['ready_s']:.1f} s ({first:,}: {a['ready_s']:.1f} s): "
-        f"{verdict(b['ready_s'] <= READY_S)}",
-    )
-    cpu, rss = b["cpu_share"] * 100, b["rss_kib"] / 1024
-    row(f"CPU <= {CPU_PCT:g} % of a core", f"{cpu:.1f} %: {verdict(cpu <= CPU_PCT)}")
-    row(f"RSS <= {RSS_MIB:g} MiB", f"{rss:.0f} MiB: {verdict(rss <= RSS_MIB)}")
-    p99a, p99b = pct(a["dash"], 99), pct(b["dash"], 99)
-    row(
-        f"dashboard p99 flat (<= {FLAT:g}x)",
-        f"{p99b * 1e3:.2f} vs {p99a * 1e3:.2f} ms, {ratio(p99b, p99a)}: "
-        f"{verdict(p99b <= FLAT * p99a)}",
-    )
+    for label, runs in (("base: ", base), ("", sizes)):
+        if last not in runs or first not in runs:
+            continue
+        a, b = runs[first], runs[last]
+        row(
+            f"{label}Ready <= {READY_S:g} s",
+            f"{b['ready_s']:.1f} s ({first:,}: {a['ready_s']:.1f} s): "
+            f"{verdict(b['ready_s'] <= READY_S)}",
+        )
+        cpu, rss = b["cpu_share"] * 100, b["rss_kib"] / 1024
+        row(f"{label}CPU <= {CPU_PCT:g} % of a core", f"{cpu:.1f} %: {verdict(cpu <= CPU_PCT)}")
+        row(f"{label}RSS <= {RSS_MIB:g} MiB", f"{rss:.0f} MiB: {verdict(rss <= RSS_MIB)}")
+        p99a, p99b = pct(a["dash"], 99), pct(b["dash"], 99)
+        row(
+            f"{label}dashboard p99 flat (<= {FLAT:g}x)",
+            f"{p99b * 1e3:.2f} vs {p99a * 1e3:.2f} ms, {ratio(p99b, p99a)}: "
+            f"{verdict(p99b <= FLAT * p99a)}",
+        )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="100,300,1000", help="agent counts, comma-separated")
     p.add_argument("--window", type=float, default=6.0, help="seconds measured per size")
+    p.add_argument(
+        "--agents",
+        choices=("raw", "sdk"),
+        default="raw",
+        help="raw: the bench's own wire agents (the streamers SDK agents); sdk: all SDK agents",
+    )
+    p.add_argument("--fleet-processes", type=int, default=2, help="processes of raw agents")
+    p.add_argument("--baseline", type=Path, help="a worktree whose gateway runs first at each size")
     bench_main(p, run, report, cap=CAP)
 
 

@@ -42,6 +42,9 @@ FILES_PER_LINK: Final = 2  # an agent's event stream, and a call to it (an answe
 FILES_SPARE: Final = 256  # ours: phones, the store, the log, bridges' pipes
 FREEZE_STEP: Final = 500  # ours: links Ready between two freezes of the heap at start-up
 FREEZE_FOR: Final = 600.0  # ours: seconds the start-up's freezing waits for links at most
+# ours: the collector's first threshold while links start (Python's is 700 allocations): the
+# start-up's short-lived objects (requests, answers) die before a pass sees them
+START_YOUNG: Final = 20_000
 
 
 #: The gateway under an app of :func:`gateway_app`, once started: for tests and benchmarks (the
@@ -72,7 +75,8 @@ def gateway_app(settings: Settings, gateway: Gateway | None = None) -> web.Appli
 async def freeze_heap(app: web.Application) -> None:
     """``on_startup`` of the serve command: keep the long-lived heap (the links, their
     mirrors) out of the collector's full passes, which otherwise scan it again and again as
-    thousands of links start, and stall the loop later (docs/benchmarks.md, sizing)."""
+    thousands of links start, and stall the loop later (docs/benchmarks.md, sizing). While
+    the links start, the young generation is collected less often (``START_YOUNG``)."""
     gc.collect()
     gc.freeze()
     app[GATEWAY].tasks.spawn(_freeze_as_links_start(app[GATEWAY]), "freeze-heap")
@@ -81,21 +85,30 @@ async def freeze_heap(app: web.Application) -> None:
 async def _freeze_as_links_start(gw: Gateway, every: float = 0.5) -> None:
     """Each time another ``FREEZE_STEP`` links are Ready, and once all are (or after
     ``FREEZE_FOR`` seconds, some agents away): the young objects collected, the rest frozen
-    (a frozen cycle that became garbage is not freed: start-up's few)."""
-    links = gw.agents.links
+    (a frozen cycle that became garbage is not freed: start-up's few). Until then the
+    collector's first threshold is ``START_YOUNG``; the one before is set again after."""
+    links = list(gw.agents.links.values())
     loop = asyncio.get_running_loop()
     until = loop.time() + FREEZE_FOR
-    frozen = 0
-    while True:
-        ready = sum(1 for link in links.values() if link.ready.is_set())
-        last = ready == len(links) or loop.time() >= until
-        if ready - frozen >= FREEZE_STEP or last:
-            gc.collect(1)
-            gc.freeze()
-            frozen = ready
-            if last:
-                return
-        await asyncio.sleep(every)
+    frozen = ready = 0
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], START_YOUNG), *thresholds[1:])
+    try:
+        while True:
+            # Links turn Ready about in the order they started (their gate is first come,
+            # first served): count on from the first not Ready yet, not over all each time.
+            while ready < len(links) and links[ready].ready.is_set():
+                ready += 1
+            last = ready == len(links) or loop.time() >= until
+            if ready - frozen >= FREEZE_STEP or last:
+                gc.collect(1)
+                gc.freeze()
+                frozen = ready
+                if last:
+                    return
+            await asyncio.sleep(every)
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def raise_open_files(links: int) -> int:

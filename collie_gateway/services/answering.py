@@ -105,6 +105,11 @@ class Answering:
             a == agent and (ask_id is None or k == ask_id) for a, k in self._unsettled.values()
         )
 
+    def may_have_pending(self, agent: str) -> bool:
+        """Whether :meth:`resend_pending` may find a tap of ``agent`` to send again: one
+        unsettled here, or, on a shared ledger, one another worker may have taken."""
+        return self.shared or self.unsettled(agent)
+
     async def tap(self, tap: Tap, send: Sender) -> Result:
         """Record, claim, send and settle one tap; safe to call again with the same tap."""
         lock = self._inflight.get(tap.request_id)

@@ -23,6 +23,7 @@ import aiohttp
 from collie_gateway.core.mirror import AgentMirror, Change, LinkState, apply_event
 from collie_gateway.core.reconnect import LinkTiming, Reconnect
 from collie_gateway.errors import AgentRejected, AgentUnreachable
+from collie_gateway.services.agenthttp import Broken, Late, UnixGets
 from collie_gateway.sources import Source
 from wire.body import read_limited
 from wire.errors import RemoteWireError, UnknownEvent
@@ -56,32 +57,73 @@ class Fetched:
     event_id: str | None
 
 
+class EventStream(Protocol):
+    """``GET /events`` held open: its body as it arrives, and the transport under it."""
+
+    transport: asyncio.Transport | None
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """Each batch of bytes as it arrives."""
+        ...
+
+
+class _AiohttpStream:
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self.resp = resp
+        # The transport itself (asyncio's), not aiohttp's protocol, whose flow control
+        # asserts on a response that just ended.
+        self.transport = resp.connection.transport if resp.connection is not None else None
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return self.resp.content.iter_any()
+
+
 class AgentClient:
-    """HTTP to one agent over its Unix socket or URL; never sends a token in the clear log."""
+    """HTTP to one agent over its Unix socket or URL; never sends a token in the clear log.
+
+    On a Unix socket the GETs (the link's hello, snapshots and event stream, the chats'
+    reads) go over :class:`~collie_gateway.services.agenthttp.UnixGets`, the commands over
+    aiohttp's client (made on the first command)."""
 
     def __init__(self, source: Source, timing: LinkTiming) -> None:
         self.source = source
         self.timing = timing
+        self._headers = {"Authorization": f"Bearer {source.token}"} if source.token else {}
+        self._gets: UnixGets | None = None
         if source.socket is not None:
-            connector: aiohttp.BaseConnector = aiohttp.UnixConnector(path=str(source.socket))
             self.base = "http://agent"
+            self._gets = UnixGets(str(source.socket), self._headers, timing.connect)
         else:
-            connector = aiohttp.TCPConnector(limit=8)
             self.base = str(source.url)
-        headers = {"Authorization": f"Bearer {source.token}"} if source.token else {}
-        self.session = aiohttp.ClientSession(
-            connector=connector,
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(
-                total=None, connect=timing.connect, sock_connect=timing.connect
-            ),
-            auto_decompress=False,
-            cookie_jar=aiohttp.DummyCookieJar(),  # an agent sets no cookie: none is kept
-        )
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """aiohttp's session to the agent, made on first use."""
+        if self._session is None:
+            if self.source.socket is not None:
+                connector: aiohttp.BaseConnector = aiohttp.UnixConnector(
+                    path=str(self.source.socket)
+                )
+            else:
+                connector = aiohttp.TCPConnector(limit=8)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(
+                    total=None, connect=self.timing.connect, sock_connect=self.timing.connect
+                ),
+                auto_decompress=False,
+                cookie_jar=aiohttp.DummyCookieJar(),  # an agent sets no cookie: none is kept
+            )
+        return self._session
 
     async def close(self) -> None:
         """Close the session and its connections."""
-        await self.session.close()
+        if self._gets is not None:
+            self._gets.close()
+        if self._session is not None:
+            await self._session.close()
 
     async def get(self, path: str, *, limit: int = MAX_BODY) -> Fetched:
         """GET ``path``; the body is read up to ``limit`` bytes.
@@ -90,7 +132,20 @@ class AgentClient:
             AgentUnreachable: no answer in time, or the transfer failed.
             BodyTooLarge: the body is over ``limit``.
         """
-        return await self._call("GET", path, None, limit)
+        if self._gets is None:
+            return await self._call("GET", path, None, limit)
+        try:
+            got = await self._gets.get(path, limit, self.timing.request)
+        except Late as exc:
+            raise AgentUnreachable(
+                f"GET {path}: no answer in time", timed_out=True, midway=exc.midway
+            ) from None
+        except OSError as exc:
+            midway = isinstance(exc, Broken) and exc.midway
+            raise AgentUnreachable(
+                f"GET {path}: {type(exc).__name__}: {exc}", midway=midway
+            ) from None
+        return Fetched(got.status, got.body, got.headers.get("wire-event-id"))
 
     async def post(self, path: str, body: object, *, limit: int = MAX_BODY) -> Fetched:
         """POST ``body`` as JSON to ``path``.
@@ -123,7 +178,7 @@ class AgentClient:
             ) from None
 
     @contextlib.asynccontextmanager
-    async def stream(self, last_event_id: str | None) -> AsyncIterator[aiohttp.ClientResponse]:
+    async def stream(self, last_event_id: str | None) -> AsyncIterator[EventStream]:
         """Open ``GET /events``; each read times out after ``stream_read`` seconds.
 
         Raises:
@@ -133,20 +188,30 @@ class AgentClient:
         headers = {"Accept": "text/event-stream"}
         if last_event_id is not None:
             headers["Last-Event-ID"] = last_event_id
-        timeout = aiohttp.ClientTimeout(
-            total=None, connect=self.timing.connect, sock_read=self.timing.stream_read
-        )
         try:
-            async with self.session.get(
-                self.base + "/events", headers=headers, timeout=timeout
-            ) as resp:
-                if resp.status != 200:
-                    raise AgentRejected(f"GET /events answered {resp.status}", status=resp.status)
-                yield resp
+            async with self._open_stream(headers) as (status, stream):
+                if status != 200:
+                    raise AgentRejected(f"GET /events answered {status}", status=status)
+                yield stream
         except TimeoutError:
             raise AgentUnreachable("the event stream went silent", timed_out=True) from None
         except (aiohttp.ClientError, OSError) as exc:
             raise AgentUnreachable(f"event stream: {type(exc).__name__}: {exc}") from None
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(self, headers: dict[str, str]) -> AsyncIterator[tuple[int, EventStream]]:
+        if self._gets is not None:
+            read = self.timing.stream_read
+            async with self._gets.stream("/events", headers, read) as lean:
+                yield lean.status, lean
+            return
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=self.timing.connect, sock_read=self.timing.stream_read
+        )
+        async with self.session.get(
+            self.base + "/events", headers=headers, timeout=timeout
+        ) as resp:
+            yield resp.status, _AiohttpStream(resp)
 
 
 def error_of(fetched: Fetched) -> AgentRejected:
@@ -215,6 +280,9 @@ class AgentLink:
         self.ready = asyncio.Event()
         self.connects = 0
         self._gate = gate or asyncio.Semaphore(1)
+        # The hello changed and the listener was not told yet: it is told with the state that
+        # follows it (Ready, or why not), once, not twice at every start.
+        self._untold = False
 
     def start(self) -> None:
         """Start following in the background."""
@@ -236,7 +304,11 @@ class AgentLink:
         else:
             self.ready.clear()
         mirror = self.mirror
-        if (mirror.state, mirror.reason, mirror.unauthorized) != (state, reason, unauthorized):
+        if (mirror.state, mirror.reason, mirror.unauthorized) == (state, reason, unauthorized):
+            if self._untold:
+                self._untold = False
+                self.listener.link_changed(mirror)
+        else:
             # A change of state is said once (a retry's new reason only at DEBUG): back is
             # INFO, anything else is a WARNING, also without -v.
             level = logging.DEBUG
@@ -246,6 +318,7 @@ class AgentLink:
                 level, "agent %s: %s%s", self.source.name, state.value, reason and ": " + reason
             )
             mirror.state, mirror.reason, mirror.unauthorized = state, reason, unauthorized
+            self._untold = False
             self.listener.link_changed(mirror)
 
     async def _run(self) -> None:
@@ -294,7 +367,7 @@ class AgentLink:
         if hello != self.mirror.hello or probe.wire != self.mirror.wire:
             self.mirror.hello = hello
             self.mirror.wire = probe.wire
-            self.listener.link_changed(self.mirror)
+            self._untold = True  # told by the ``_set`` that follows every hello
         return probe.wire
 
     async def _snapshot(self) -> None:
@@ -309,14 +382,12 @@ class AgentLink:
         parser = SSEParser(max_line=MAX_EVENT + 64)
         loop = asyncio.get_running_loop()
         frame = self.timing.busy_read
-        async with self.client.stream(self.mirror.last_event_id) as resp:
-            # The transport itself (asyncio's), not aiohttp's protocol, whose flow control
-            # asserts on a response that just ended; nothing else reads while we wait.
-            transport = resp.connection.transport if resp.connection is not None else None
+        async with self.client.stream(self.mirror.last_event_id) as stream:
+            transport = stream.transport  # nothing else reads while we wait
             last = 0.0
             resume: asyncio.TimerHandle | None = None
             try:
-                async for chunk in resp.content.iter_any():
+                async for chunk in stream.chunks():
                     decoded = [(sse.id, self._decode(sse.data)) for sse in parser.feed(chunk)]
                     for event_id, event in coalesce(decoded):
                         self._dispatch(event_id, event)

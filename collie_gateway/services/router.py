@@ -242,7 +242,9 @@ class AnswerSink:
         self.spawn = spawn
 
     def on_link(self, mirror: AgentMirror) -> None:
-        if mirror.state is LinkState.READY:
+        # Most links come back with no tap to send again: no task for them (thousands start
+        # at once).
+        if mirror.state is LinkState.READY and self.ledger.may_have_pending(mirror.name):
             self.spawn(self.answers.resend_pending(mirror.name), f"resend-{mirror.name}")
 
     def on_snapshot(self, mirror: AgentMirror) -> None:

@@ -68,6 +68,10 @@ PENDING_START: contextvars.ContextVar[PendingStart | None] = contextvars.Context
 )
 
 
+def _nothing() -> None:
+    return None
+
+
 class State:
     """The open conversations and asks, the ``once`` marks of this run, and the writer's
     operations on them (the :class:`~wire.agent._handles.Keeper` of the handles)."""
@@ -81,6 +85,9 @@ class State:
             weakref.WeakValueDictionary()
         )
         self.open_asks: dict[str, AskHandle] = {}
+        # Called when an ask with a deadline opens: the expiry sweep sleeps until then (an
+        # agent with no deadline to watch never wakes for it).
+        self.on_deadline: Callable[[], None] = _nothing
         self.acted: set[tuple[str, str]] = set()  # AskHandle.once marks of this run
         self.served = False  # an app was built: answers can arrive
 
@@ -196,6 +203,10 @@ class State:
 
         return await self.transact(build)
 
+    def any_deadline(self) -> bool:
+        """Whether an open ask has a deadline."""
+        return any(a.ask.deadline is not None for a in self.open_asks.values())
+
     def any_due(self) -> bool:
         """Whether an open ask's deadline has passed."""
         now = self.now()
@@ -268,6 +279,8 @@ class State:
         handle._ask = ask
         conv._open_asks[ask.id] = handle
         self.open_asks[ask.id] = handle
+        if ask.deadline is not None:
+            self.on_deadline()
 
         def undo() -> None:
             handle._ask = old_ask

@@ -66,8 +66,14 @@ class Tasks:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def expire_loop(self, interval: float) -> None:
-        """Every ``interval`` seconds, resolve the asks whose deadline passed."""
+        """Every ``interval`` seconds while an open ask has a deadline, resolve the asks whose
+        deadline passed; with none, wait for one to open."""
+        opened = asyncio.Event()
+        self.state.on_deadline = opened.set
         while True:
+            if not self.state.any_deadline():
+                opened.clear()
+                await opened.wait()
             await asyncio.sleep(interval)
             if self.state.any_due():
                 await self.state.expire_due()
