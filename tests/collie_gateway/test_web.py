@@ -145,17 +145,21 @@ async def serious_violations(page: Page) -> list[str]:
     ]
 
 
+async def until(page: Page, expression: str, above: int, what: str) -> None:
+    """Wait until the page's ``expression`` is above ``above`` (30 s at most).
+    (``wait_for_function`` evaluates a string, which the page's CSP forbids: poll instead.)"""
+    for _ in range(1200):
+        if await page.evaluate(expression) > above:
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError(what)
+
+
 async def goto(page: Page, where: str) -> None:
     """Go to a screen of the page already open (no reload) and wait until it is drawn."""
     before = await page.evaluate("window.collie.drawn")
     await page.evaluate("where => { location.hash = where }", where)
-    # (wait_for_function evaluates a string, which the page's CSP forbids: poll instead)
-    for _ in range(1200):
-        if await page.evaluate("window.collie.drawn") > before:
-            break
-        await asyncio.sleep(0.025)
-    else:
-        raise AssertionError(f"{where} not drawn")
+    await until(page, "window.collie.drawn", before, f"{where} not drawn")
     await page.wait_for_timeout(150)  # a screen may draw once more as its events replay
 
 
@@ -918,7 +922,7 @@ async def test_N1_a_list_redraw_due_as_the_person_leaves_it_does_not_pull_them_b
     await asyncio.wait_for(loading.wait(), 60)  # the New page waits for its read
     events = await page.evaluate("window.collie.events")
     await agent.open_conversation("c9", title="Opened meanwhile")
-    await page.wait_for_function(f"window.collie.events > {events}")
+    await until(page, "window.collie.events", events, "the new conversation not told")
     # Timers run in the order they fall due: the list's redraw (due in 80 ms) has run by now.
     await page.evaluate("new Promise((done) => setTimeout(done, 500))")
     await held[0].continue_()
