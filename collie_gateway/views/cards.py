@@ -359,20 +359,22 @@ def build_card(
 
 
 _Shown = tuple[str, str, CallDetails | None, Body | None, bool]
-# The texts as shown of the asks drawn last, by the ask, catalogue and mask drawn with (kept
-# in the entry, so their ids are not reused while it lives): an ask is drawn on its card in
-# each chat.changed and read, and checked at a tap; its texts are cleaned and masked once.
-_SHOWN: OrderedDict[tuple[int, int, int], tuple[Ask, Catalogue, Redact | None, _Shown]] = (
-    OrderedDict()
-)
+# The texts as shown of the asks drawn last, by the ask (its conversation, id and version),
+# catalogue and mask drawn with (both kept in the entry, so their ids are not reused while it
+# lives): an ask is drawn on its card in each chat.changed and read, and checked at a tap; its
+# texts are cleaned and masked once, though each event of its conversation brings a new copy
+# (an equal one, the same version: not drawn again).
+_SHOWN: OrderedDict[
+    tuple[str, str, int, int, int], tuple[Ask, Catalogue, Redact | None, _Shown]
+] = OrderedDict()
 
 
 def _shown(ask: Ask, catalogue: Catalogue, redact: Redact | None) -> _Shown:
     """The card's texts as shown: title, text, call details, body (None: not answerable,
     A7), and whether any text was cut, cleaned or masked."""
-    key = (id(ask), id(catalogue), id(redact))
+    key = (ask.conversation, ask.id, ask.version, id(catalogue), id(redact))
     kept = _SHOWN.get(key)
-    if kept is not None:
+    if kept is not None and (kept[0] is ask or kept[0] == ask):
         return kept[3]
     shown = _draw_shown(ask, catalogue, redact)
     _SHOWN[key] = (ask, catalogue, redact, shown)
