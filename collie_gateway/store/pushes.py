@@ -110,12 +110,13 @@ async def _facts(tx: Tx, key: str) -> OnceFacts:
     row = await tx.one("SELECT state, reason FROM push_once WHERE key = ?", (key,))
     if row is not None and row[0] == "done":
         return OnceFacts("done", row[1], frozenset(), ())
+    devices = tuple(device_of(r) for r in await tx.all(DEVICES))
+    if row is None:  # never decided: no device is owed it (owing writes the key's row)
+        return OnceFacts(None, None, frozenset(), devices)
     pending = await tx.all(
         "SELECT device FROM push_delivered WHERE key = ? AND outcome = 'pending'", (key,)
     )
-    devices = tuple(device_of(r) for r in await tx.all(DEVICES))
-    state = str(row[0]) if row else None
-    return OnceFacts(state, None, frozenset(str(r[0]) for r in pending), devices)
+    return OnceFacts(str(row[0]), None, frozenset(str(r[0]) for r in pending), devices)
 
 
 async def _log(
