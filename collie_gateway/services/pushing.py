@@ -524,6 +524,7 @@ class Pushing:
         whether it was dispatched."""
         if made.entry is not None:
             self._told(made.entry)
+            _say(made.entry)
         plan, note = made.plan, made.note
         if plan.finish or not plan.send_to or note is None:
             return False
@@ -776,9 +777,9 @@ class Pushing:
         settle: tuple[str, float, str] | None = None,
         owe: Owe | None = None,
     ) -> None:
-        await self._write_log(
-            self._entry(agent, ask, None, outcome, reason), settle=settle, owe=owe
-        )
+        entry = self._entry(agent, ask, None, outcome, reason)
+        await self._write_log(entry, settle=settle, owe=owe)
+        _say(entry)
 
     async def _write_log(
         self,
@@ -793,8 +794,7 @@ class Pushing:
         self._told(entry)
 
     def _told(self, entry: LogEntry) -> None:
-        """A log line the store has: the phones are told (a worker killed mid-decision never
-        logs one it did not make)."""
+        """A log line the store has: the phones are told."""
         self.publish(
             "push.logged",
             {
@@ -805,8 +805,12 @@ class Pushing:
                 "reason": entry.reason,
             },
         )
-        if entry.device is None:
-            log.info("push %s/%s: %s (%s)", entry.agent, entry.ask, entry.outcome, entry.reason)
+
+
+def _say(entry: LogEntry) -> None:
+    """A decision's log line, once the store has it: a worker killed mid-decision never logs
+    one it did not make."""
+    log.info("push %s/%s: %s (%s)", entry.agent, entry.ask, entry.outcome, entry.reason)
 
 
 def _notice_note(
