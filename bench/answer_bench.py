@@ -141,7 +141,10 @@ async def run(args: argparse.Namespace) -> Json:
         gateway = None
         try:
             sources = write_sources(tmp, where)
-            extra = ["--profile", str(args.profile / "gateway-answer.prof")] if args.profile else []
+            extra = []
+            if args.profile:  # on the loop thread's CPU clock, as history_bench.py's
+                extra = ["--profile", str(args.profile / "gateway-answer.prof")]
+                extra += ["--profile-clock", "cpu"]
             if args.breakdown:
                 extra.append("--trace-answers")
             if args.count:

@@ -4,9 +4,10 @@ Event ids are ``<boot>-<seq>``: a phone that reconnects after the gateway restar
 boot) or that fell out of the ring gets a ``reset`` and reads its screens again.
 
 Streams are written at most once a frame, on one clock for every phone (bench/chat_bench.py):
-an event is encoded once, queued on each stream, and the streams are woken together — at once
-after a quiet frame, else at the frame's end — so a streamed reply costs one timer a frame,
-not one per phone.
+an event is encoded once, queued on each stream, and the streams are woken together — after
+the callbacks already queued when a frame was quiet (what one read of an agent's stream
+publishes goes out in one write), else at the frame's end — so a streamed reply costs one
+timer a frame, not one per phone.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ class PhoneBus:
         self.boot = secrets.token_hex(4)
         self.frame = frame  # seconds between two wakes of the streams (0: at each event)
         self._last_wake = -math.inf  # loop time of the last wake
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
         self._seq = 0
         self._ring: deque[tuple[int, PhoneEvent]] = deque(maxlen=ring)
         self._covered = 0  # the ring can replay every event numbered after this
@@ -192,7 +193,9 @@ class PhoneBus:
             return
         due = self._last_wake + self.frame
         if loop.time() >= due:
-            self._wake()
+            # After what is already queued to run: the events the same agent read publishes
+            # next (its chat and row, the push's log line) go out in the same write.
+            self._timer = loop.call_soon(self._wake)
         else:
             self._timer = loop.call_at(due, self._wake)
 

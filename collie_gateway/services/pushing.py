@@ -29,7 +29,7 @@ from collie_gateway.services.notify import Health, OwedWebhooks, Withdrawals, wi
 from collie_gateway.services.phonebus import Publish
 from collie_gateway.services.targets import PushTargets, TargetsFactory
 from collie_gateway.store.protocols import NotifyStore, PushesStore
-from collie_gateway.store.values import VAPID_KEY, LogEntry, Owe
+from collie_gateway.store.values import VAPID_KEY, Decision, LogEntry, OnceFacts, Owe
 from collie_gateway.strings import Catalogues, canonical
 from collie_gateway.views.chat import SAY_PREFIX
 from push import (
@@ -88,6 +88,19 @@ class NoticeRef:
 
     conversation: str
     id: None = None
+
+
+@dataclass(slots=True)
+class _Made:
+    """A push decision made in the transaction that read its facts, and what carrying it out
+    needs once it is stored: the plan, the subject as sent (an ask masked, X1), the
+    notification and the log line."""
+
+    agent: str
+    subject: Subject
+    plan: Plan = field(default_factory=Plan)
+    note: Notification | None = None
+    entry: LogEntry | None = None
 
 
 class WebPushKeysIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -440,57 +453,82 @@ class Pushing:
     async def _decide(
         self, key: str, agent: str, ask: Ask, pane: str | None, quiet: bool, member: str | None
     ) -> bool:
-        """Decide the ask's push (:func:`~collie_gateway.core.push_plan.decide`) and carry the
-        plan out; whether a push was dispatched (``key`` is then released once every delivery
-        is reported)."""
+        """Decide the ask's push (:func:`~collie_gateway.core.push_plan.decide`) in the
+        transaction that reads its facts and stores the decision, then carry the plan out;
+        whether a push was dispatched (``key`` is then released once every delivery is
+        reported)."""
         now = self.clock()
         machine = member or self.machine
-        stored = await self.repo.facts(key)
-        facts = Facts(
-            state=stored.state,
-            reason=stored.reason,
-            pending=stored.pending,
-            devices=stored.devices,
-            machine=machine,
-            agent=agent,
-            pane_key=f"{machine}/{agent}/{ask.conversation}",
-            quiet=quiet,
-            member=member is not None,
-        )
         # A member's chat on a lead's phone is the screen ``chat:<machine>/<agent>:<id>``.
         shown_as = agent if member is None else f"{member}/{agent}"
-        showing = stored.state != "done" and self.showing(shown_as, ask.conversation)
-        plan = decide(facts, self.limiter, showing, now)
-        if stored.state != "done":
-            self._owed.discard(key)  # set again below if it stays owed
-        if plan.webhooks or plan.send_to:
-            # Every text of the ask masked once (X1, core/texts.py), at any depth, for the
-            # webhook and the notification alike (the copy the phones' stream got, when it
-            # did); its ids are kept, so it serves the log too.
-            ask = self.masked(ask)
+        made = _Made(agent, ask)
+
+        def decided(stored: OnceFacts) -> Decision:
+            facts = Facts(
+                state=stored.state,
+                reason=stored.reason,
+                pending=stored.pending,
+                devices=stored.devices,
+                machine=machine,
+                agent=agent,
+                pane_key=f"{machine}/{agent}/{ask.conversation}",
+                quiet=quiet,
+                member=member is not None,
+            )
+            showing = stored.state != "done" and self.showing(shown_as, ask.conversation)
+            plan = made.plan = decide(facts, self.limiter, showing, now)
+            if stored.state != "done":
+                self._owed.discard(key)  # set again below if it stays owed
+            if plan.webhooks or plan.send_to:
+                # Every text of the ask masked once (X1, core/texts.py), at any depth, for the
+                # webhook and the notification alike (the copy the phones' stream got, when it
+                # did); its ids are kept, so it serves the log too.
+                made.subject = shown = self.masked(ask)
+                if plan.send_to:
+                    made.note = self._notification(key, plan, machine, agent, shown, pane)
+            return self._stored(key, now, made, plan.reason, plan.reason)
+
+        finished = await self.repo.decide(key, decided)
+        plan = made.plan
         if plan.webhooks:
+            shown = self.masked(ask)  # the copy masked above
             for hook in self.targets.webhooks:
-                self._spawn_hook(hook, key, agent, ask, pane)
+                self._spawn_hook(hook, key, agent, shown, pane)
+        if (plan.finish and not finished) or plan.send_to:
+            self._owed.add(key)
+        return self._carry_out(key, made)
+
+    def _stored(
+        self, key: str, now: datetime, made: _Made, reason: str | None, said: str | None
+    ) -> Decision:
+        """What ``made``'s plan stores: the key finished, a lasting outcome logged (with
+        ``reason``), or the push owed to its devices, logged as dispatched (with ``said``)."""
+        plan = made.plan
         if plan.finish:
-            if not await self.repo.finish(key):
-                self._owed.add(key)
-            return False
+            return Decision(finish=True)
+        at = now.timestamp()
         if not plan.send_to:
-            if plan.outcome is not None:
-                settle = (key, now.timestamp(), plan.settle) if plan.settle else None
-                await self._log(agent, ask, plan.outcome, plan.reason, settle=settle)
+            if plan.outcome is None:
+                return Decision()
+            made.entry = self._entry(made.agent, made.subject, None, plan.outcome, reason)
+            return Decision(made.entry, settle=(key, at, plan.settle) if plan.settle else None)
+        note = made.note
+        withdrawal = withdrawal_note(note) if isinstance(note, AskNotification) else None
+        ids = tuple(d.id for d in plan.send_to)
+        owe = Owe(key, at, ids, self.limiter.to_state(at), withdrawal)
+        made.entry = self._entry(made.agent, made.subject, None, "dispatched", said)
+        return Decision(made.entry, owe=owe)
+
+    def _carry_out(self, key: str, made: _Made) -> bool:
+        """Once the decision is stored: tell the phones its log line and send the push;
+        whether it was dispatched."""
+        if made.entry is not None:
+            self._told(made.entry)
+            _say(made.entry)
+        plan, note = made.plan, made.note
+        if plan.finish or not plan.send_to or note is None:
             return False
-        note = self._notification(key, plan, machine, agent, ask, pane)
-        owe = Owe(
-            key,
-            now.timestamp(),
-            tuple(d.id for d in plan.send_to),
-            self.limiter.to_state(now.timestamp()),
-            withdrawal_note(note) if isinstance(note, AskNotification) else None,
-        )
-        await self._log(agent, ask, "dispatched", plan.reason, owe=owe)
-        self._owed.add(key)
-        return self._dispatch(key, list(plan.send_to), note, agent, ask)
+        return self._dispatch(key, list(plan.send_to), note, made.agent, made.subject)
 
     # --- notices (wire ``Item.push``) ------------------------------------------------------
 
@@ -522,37 +560,33 @@ class Pushing:
     async def _notice(
         self, key: str, agent: str, conversation: str, item: Item, pane: str | None
     ) -> bool:
-        """The notice's push decided (``decide``, as an ask's, without webhooks) and sent;
-        whether it was dispatched."""
+        """The notice's push decided (``decide``, as an ask's, without webhooks) in the
+        transaction that reads its facts and stores it, then sent; whether it was
+        dispatched."""
         now, machine = self.clock(), self.machine
-        stored = await self.repo.facts(key)
         pane_key = f"{machine}/{agent}/{conversation}"
-        facts = Facts(
-            stored.state, stored.reason, stored.pending, stored.devices, machine, agent,
-            pane_key, quiet=stored.state == "done", member=True,
-        )  # fmt: skip
-        showing = stored.state != "done" and self.showing(agent, conversation)
-        plan = decide(facts, self.limiter, showing, now)
-        ref, said = NoticeRef(conversation), f"notice {item.id}"
-        if plan.finish:
-            await self.repo.finish(key)
-            return False
-        if not plan.send_to:
-            if plan.outcome is not None:
-                settle = (key, now.timestamp(), plan.settle) if plan.settle else None
-                await self._log(agent, ref, plan.outcome, f"{said}: {plan.reason}", settle=settle)
-            return False
-        note: Notification
-        if plan.summary is not None:
-            note = ManyAsksNotification(
-                machine=machine, agent=agent, host=plan.summary.host, push_id=key
-            )
-        else:
-            note = _notice_note(key, (machine, agent, conversation), item, pane, self.redact)
-        ids = tuple(d.id for d in plan.send_to)
-        owe = Owe(key, now.timestamp(), ids, self.limiter.to_state(now.timestamp()))
-        await self._log(agent, ref, "dispatched", said, owe=owe)
-        return self._dispatch(key, list(plan.send_to), note, agent, ref)
+        made = _Made(agent, NoticeRef(conversation))
+        said = f"notice {item.id}"
+
+        def decided(stored: OnceFacts) -> Decision:
+            facts = Facts(
+                stored.state, stored.reason, stored.pending, stored.devices, machine, agent,
+                pane_key, quiet=stored.state == "done", member=True,
+            )  # fmt: skip
+            showing = stored.state != "done" and self.showing(agent, conversation)
+            plan = made.plan = decide(facts, self.limiter, showing, now)
+            if plan.send_to and plan.summary is not None:
+                host = plan.summary.host
+                made.note = ManyAsksNotification(
+                    machine=machine, agent=agent, host=host, push_id=key
+                )
+            elif plan.send_to:
+                where = (machine, agent, conversation)
+                made.note = _notice_note(key, where, item, pane, self.redact)
+            return self._stored(key, now, made, f"{said}: {plan.reason}", said)
+
+        await self.repo.decide(key, decided)
+        return self._carry_out(key, made)
 
     def _notification(
         self, key: str, plan: Plan, machine: str, agent: str, ask: Ask, pane: str | None
@@ -745,8 +779,7 @@ class Pushing:
     ) -> None:
         entry = self._entry(agent, ask, None, outcome, reason)
         await self._write_log(entry, settle=settle, owe=owe)
-        # After the store has it: a worker killed mid-decision never logs one it did not make.
-        log.info("push %s/%s: %s (%s)", agent, ask.id, outcome, reason)
+        _say(entry)
 
     async def _write_log(
         self,
@@ -758,6 +791,10 @@ class Pushing:
         """Append to the delivery log (with a decision to store, in the same transaction)
         and tell the phones."""
         await self.repo.log(entry, settle=settle, owe=owe)
+        self._told(entry)
+
+    def _told(self, entry: LogEntry) -> None:
+        """A log line the store has: the phones are told."""
         self.publish(
             "push.logged",
             {
@@ -768,6 +805,12 @@ class Pushing:
                 "reason": entry.reason,
             },
         )
+
+
+def _say(entry: LogEntry) -> None:
+    """A decision's log line, once the store has it: a worker killed mid-decision never logs
+    one it did not make."""
+    log.info("push %s/%s: %s (%s)", entry.agent, entry.ask, entry.outcome, entry.reason)
 
 
 def _notice_note(

@@ -20,6 +20,7 @@ from collie_gateway.core.notes import Note
 from collie_gateway.core.phones import Effect, Pairing, Phone
 from collie_gateway.store.values import (
     Appended,
+    Decision,
     Heard,
     Holding,
     Lease,
@@ -191,6 +192,11 @@ class PushesStore(Protocol):
 
     async def facts(self, key: str) -> OnceFacts:
         """What is known of a once-key."""
+        ...
+
+    async def decide(self, key: str, decide: Callable[[OnceFacts], Decision]) -> bool:
+        """Read what is known of a once-key, ``decide`` with it and store the decision, in
+        one transaction; whether the decision's ``finish`` finished the key."""
         ...
 
     async def finish(self, key: str) -> bool:

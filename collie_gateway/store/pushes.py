@@ -14,12 +14,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final
 
 from collie_gateway.store.engine import Db, SharedDb, Tx
 from collie_gateway.store.kv import GET, PUT
-from collie_gateway.store.values import NOT_DELIVERED, SENT, LimiterTurn, LogEntry, OnceFacts, Owe
+from collie_gateway.store.values import (
+    NOT_DELIVERED,
+    SENT,
+    Decision,
+    LimiterTurn,
+    LogEntry,
+    OnceFacts,
+    Owe,
+)
 from push import Device, Environment, Provider, WebPushKeys
 
 LOG_KEPT: Final = 10_000  # ours: delivery log rows kept
@@ -95,6 +103,41 @@ async def _owe(tx: Tx, owe: Owe) -> None:
         [(owe.key, d, owe.at) for d in owe.devices],
     )
     await tx.run(PUT, (LIMITER_KEY, owe.limiter_state))
+
+
+async def _facts(tx: Tx, key: str) -> OnceFacts:
+    """What is known of ``key``: its state, the devices still owed its push, every device."""
+    row = await tx.one("SELECT state, reason FROM push_once WHERE key = ?", (key,))
+    if row is not None and row[0] == "done":
+        return OnceFacts("done", row[1], frozenset(), ())
+    devices = tuple(device_of(r) for r in await tx.all(DEVICES))
+    if row is None:  # never decided: no device is owed it (owing writes the key's row)
+        return OnceFacts(None, None, frozenset(), devices)
+    pending = await tx.all(
+        "SELECT device FROM push_delivered WHERE key = ? AND outcome = 'pending'", (key,)
+    )
+    return OnceFacts(str(row[0]), None, frozenset(str(r[0]) for r in pending), devices)
+
+
+async def _log(
+    tx: Tx, entry: LogEntry, settle: tuple[str, float, str] | None, owe: Owe | None
+) -> None:
+    """Append to the delivery log; store a lasting decision or a push owed with it."""
+    if settle is not None:
+        await tx.run(
+            "INSERT INTO push_once(key, at, state, reason) VALUES (?, ?, 'done', ?)"
+            " ON CONFLICT (key) DO UPDATE SET state = 'done', reason = excluded.reason",
+            settle,
+        )
+    if owe is not None:
+        await _owe(tx, owe)
+    added = await tx.one(
+        f"INSERT INTO push_log({', '.join(_LOG_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        " RETURNING id",
+        tuple(getattr(entry, name) for name in _LOG_COLUMNS),
+    )
+    if added is not None and int(added[0]) % 1000 == 0:
+        await tx.run("DELETE FROM push_log WHERE id <= ?", (int(added[0]) - LOG_KEPT,))
 
 
 class PushesRepo:
@@ -181,20 +224,21 @@ class PushesRepo:
         return bytes(row[0]) if row is not None else None
 
     async def facts(self, key: str) -> OnceFacts:
-        """What is known of ``key``: one round trip (it runs for every ask raised)."""
+        """What is known of ``key``."""
+        return await self.db.write(lambda tx: _facts(tx, key))
 
-        async def read(tx: Tx) -> OnceFacts:
-            row = await tx.one("SELECT state, reason FROM push_once WHERE key = ?", (key,))
-            if row is not None and row[0] == "done":
-                return OnceFacts("done", row[1], frozenset(), ())
-            pending = await tx.all(
-                "SELECT device FROM push_delivered WHERE key = ? AND outcome = 'pending'", (key,)
-            )
-            devices = tuple(device_of(r) for r in await tx.all(DEVICES))
-            state = str(row[0]) if row else None
-            return OnceFacts(state, None, frozenset(str(r[0]) for r in pending), devices)
+    async def decide(self, key: str, decide: Callable[[OnceFacts], Decision]) -> bool:
+        """Read what is known of ``key``, ``decide`` with it and store the decision, in one
+        transaction (it runs for every ask raised); whether the decision's ``finish`` finished
+        the key. ``decide`` must not wait (it runs inside the transaction)."""
 
-        return await self.db.write(read)
+        async def write(tx: Tx) -> bool:
+            decision = decide(await _facts(tx, key))
+            if decision.entry is not None:
+                await _log(tx, decision.entry, decision.settle, decision.owe)
+            return await _finish(tx, key) if decision.finish else False
+
+        return await self.db.write(write)
 
     async def finish(self, key: str) -> bool:
         """Mark ``key`` done unless a registered device still waits; whether it is done."""
@@ -227,26 +271,7 @@ class PushesRepo:
     ) -> None:
         """Append to the delivery log; in the same transaction, store a lasting decision
         (``settle``: key, time, reason) or a push owed (``owe``)."""
-        row = tuple(getattr(entry, name) for name in _LOG_COLUMNS)
-
-        async def write(tx: Tx) -> None:
-            if settle is not None:
-                await tx.run(
-                    "INSERT INTO push_once(key, at, state, reason) VALUES (?, ?, 'done', ?)"
-                    " ON CONFLICT (key) DO UPDATE SET state = 'done', reason = excluded.reason",
-                    settle,
-                )
-            if owe is not None:
-                await _owe(tx, owe)
-            added = await tx.one(
-                f"INSERT INTO push_log({', '.join(_LOG_COLUMNS)})"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                row,
-            )
-            if added is not None and int(added[0]) % 1000 == 0:
-                await tx.run("DELETE FROM push_log WHERE id <= ?", (int(added[0]) - LOG_KEPT,))
-
-        await self.db.write(write)
+        await self.db.write(lambda tx: _log(tx, entry, settle, owe))
 
     async def recent(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest entries of the delivery log, newest first."""

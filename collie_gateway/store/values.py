@@ -64,6 +64,18 @@ class Owe:
 
 
 @dataclass(frozen=True, slots=True)
+class Decision:
+    """What a push decision stores, in the transaction that read its facts: a log line (with
+    a lasting decision, ``settle``: key, time, reason; or a push owed, ``owe``), and/or the
+    key finished (``finish``)."""
+
+    entry: LogEntry | None = None
+    settle: tuple[str, float, str] | None = None
+    owe: Owe | None = None
+    finish: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class WithdrawalDue:
     """An ask push to take back: its stored withdrawal (JSON) and the devices that were sent
     the push and have not been sent its withdrawal."""

@@ -8,9 +8,9 @@ never with an option or a field left out (A7), except "Always allow" where A5/A6
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Final
+from typing import Final, Generic, TypeVar
 from urllib.parse import quote
 
 from msgspec import Struct
@@ -38,7 +38,7 @@ ROLE_KEYS: Final[Mapping[str, str]] = {
     "cancel": "role_cancel",
 }
 FIELD_KINDS: Final = ("text", "select", "switch")
-SHOWN_KEPT: Final = 256  # ours: asks whose texts as shown are kept (each drawn once)
+SHOWN_KEPT: Final = 256  # ours: asks whose texts as shown, and cards, are kept (drawn once)
 
 
 # --- what the last tap came to (input) ------------------------------------------------------
@@ -331,6 +331,25 @@ def build_card(
     and can be answered.
     """
     answer_state = _for_version(answer_state, ask.version)
+    if answer_state is not None or ask.deadline is not None:  # a tap, or a time left: anew
+        return _draw_card(ask, agent_name, now, catalogue, answer_state, redact)
+    return _CARDS.get(
+        ask,
+        agent_name,
+        catalogue,
+        redact,
+        lambda: _draw_card(ask, agent_name, now, catalogue, None, redact),
+    )
+
+
+def _draw_card(
+    ask: Ask,
+    agent_name: str,
+    now: datetime,
+    catalogue: Catalogue,
+    answer_state: CardState | None,
+    redact: Redact | None,
+) -> Card:
     title, text, call, body, shortened = _shown(ask, catalogue, redact)
     notices = [catalogue["text_shortened"]] if shortened else []
     if body is None:
@@ -359,26 +378,50 @@ def build_card(
 
 
 _Shown = tuple[str, str, CallDetails | None, Body | None, bool]
-# The texts as shown of the asks drawn last, by the ask, catalogue and mask drawn with (kept
-# in the entry, so their ids are not reused while it lives): an ask is drawn on its card in
-# each chat.changed and read, and checked at a tap; its texts are cleaned and masked once.
-_SHOWN: OrderedDict[tuple[int, int, int], tuple[Ask, Catalogue, Redact | None, _Shown]] = (
-    OrderedDict()
-)
+V = TypeVar("V")
+
+
+class _ByAsk(Generic[V]):
+    """What was drawn of the newest asks, by the ask (its conversation, id and version), the
+    agent's name, and the catalogue and mask drawn with (both kept in the entry, so their ids
+    are not reused while it lives). An ask is drawn on its card in each chat.changed and read,
+    and checked at a tap: each event of its conversation brings a new copy of it, and an equal
+    copy (the same version) finds what was drawn."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._kept: OrderedDict[
+            tuple[str, str, int, str, int, int], tuple[Ask, Catalogue, Redact | None, V]
+        ] = OrderedDict()
+
+    def get(
+        self,
+        ask: Ask,
+        agent_name: str,
+        catalogue: Catalogue,
+        redact: Redact | None,
+        draw: Callable[[], V],
+    ) -> V:
+        """What ``draw`` gives for the ask, drawn once while kept."""
+        key = (ask.conversation, ask.id, ask.version, agent_name, id(catalogue), id(redact))
+        kept = self._kept.get(key)
+        if kept is not None and (kept[0] is ask or kept[0] == ask):
+            return kept[3]
+        value = draw()
+        self._kept[key] = (ask, catalogue, redact, value)
+        if len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+        return value
+
+
+_SHOWN: _ByAsk[_Shown] = _ByAsk(SHOWN_KEPT)
+_CARDS: _ByAsk[Card] = _ByAsk(SHOWN_KEPT)
 
 
 def _shown(ask: Ask, catalogue: Catalogue, redact: Redact | None) -> _Shown:
     """The card's texts as shown: title, text, call details, body (None: not answerable,
     A7), and whether any text was cut, cleaned or masked."""
-    key = (id(ask), id(catalogue), id(redact))
-    kept = _SHOWN.get(key)
-    if kept is not None:
-        return kept[3]
-    shown = _draw_shown(ask, catalogue, redact)
-    _SHOWN[key] = (ask, catalogue, redact, shown)
-    if len(_SHOWN) > SHOWN_KEPT:
-        _SHOWN.popitem(last=False)
-    return shown
+    return _SHOWN.get(ask, "", catalogue, redact, lambda: _draw_shown(ask, catalogue, redact))
 
 
 def _draw_shown(ask: Ask, catalogue: Catalogue, redact: Redact | None) -> _Shown:

@@ -658,3 +658,19 @@ def test_any_ask_is_shown_whole_or_not_answerable(ask: Ask, state: CardState | N
                 )
         case TextBody(input=line):
             assert line.limit == min(ask.max_length or 500, 2000)
+
+
+def test_a_card_shows_the_ask_it_is_given_whatever_was_drawn_before() -> None:
+    # Cards are drawn once per ask version; an equal copy (each event of the conversation
+    # brings one) shows the same card, and other words under the same id and version (another
+    # agent's ask, or an agent that did not bump the version) show their own.
+    first = make_ask(kind="choice", options=options(None, None), title="Merge main?")
+    assert card(msgspec.json.decode(msgspec.json.encode(first), type=Ask)) == card(first)
+    other = make_ask(kind="choice", options=options(None, None), title="Merge next?")
+    assert card(other).title == "Merge next?"
+    assert card(first).title == "Merge main?"
+    tower = build_card(other, agent_name="tower", now=NOW, catalogue=CAT)
+    assert (tower.caption, card(other).caption) == (
+        "Needs your answer · tower",
+        "Needs your answer · desk",
+    )

@@ -162,16 +162,21 @@ def test_closing_ends_every_stream_after_what_it_queued() -> None:
 
 
 async def test_streams_are_woken_together_at_most_once_a_frame() -> None:
-    # Issue 16: one clock for every phone — the first event after a quiet frame wakes the
-    # streams at once, later ones wait for the frame's end and go out together.
+    # One clock for every phone — the first event after a quiet frame wakes the streams at
+    # once (once what is queued on the loop ran: what the same turn publishes goes with it),
+    # later ones wait for the frame's end and go out together.
     loop = asyncio.get_running_loop()
     bus = PhoneBus(frame=0.2)
     one, _ = bus.subscribe(None)
     two, _ = bus.subscribe(None)
     first = bus.publish("chat.delta", {"text": "a"})
+    loop.call_soon(bus.publish, "chat.row", {"text": "a"})  # before the streams read
+    await asyncio.sleep(0)
     assert one.ready.is_set()
     assert two.ready.is_set()
-    assert one.take(10) == two.take(10) == [first.frame]
+    row = bus.replay_after(first.id)
+    assert row is not None
+    assert one.take(10) == two.take(10) == [first.frame, row[0].frame]
     woken = loop.time()
     later = [bus.publish("chat.delta", {"text": t}) for t in "bc"]
     assert not one.ready.is_set()

@@ -25,7 +25,15 @@ from collie_gateway.errors import StoreError
 from collie_gateway.store.pg.database import check
 from collie_gateway.store.schema import DELTAS as PG_MIGRATIONS
 from collie_gateway.store.stores import Stores, open_stores
-from collie_gateway.store.values import NOT_DELIVERED, SENT, LogEntry, Owe, OwedWebhook
+from collie_gateway.store.values import (
+    NOT_DELIVERED,
+    SENT,
+    Decision,
+    LogEntry,
+    OnceFacts,
+    Owe,
+    OwedWebhook,
+)
 from push import Environment, Provider, WebPushKeys
 from wire.messages import Conversation
 
@@ -189,6 +197,39 @@ async def test_P3_devices_owed_pushes_and_the_log(open_store: Open) -> None:
         recent = await push.recent(2)
         assert [r["outcome"] for r in recent] == ["decided", "decided"]
         assert len(await push.recent()) == 4
+
+
+async def test_P3_a_push_decided_with_its_facts_in_one_transaction(open_store: Open) -> None:
+    async with opened(open_store) as store:
+        push = store.pushes
+        phone = await push.register(Provider.APNS, "tok-1", Environment.SANDBOX, None, 10.0)
+        seen: list[OnceFacts] = []
+        entry = LogEntry(NOW, "desk", "c1", "a1", None, "dispatched", None)
+
+        def owe(facts: OnceFacts) -> Decision:
+            seen.append(facts)
+            return Decision(entry, owe=Owe("desk/a1", 20.0, (phone,), b"limits"))
+
+        assert not await push.decide("desk/a1", owe)
+        assert (seen[0].state, [d.id for d in seen[0].devices]) == (None, [phone])
+        assert (await push.facts("desk/a1")).pending == frozenset({phone})
+        assert await push.limiter_state() == b"limits"
+        # Asked to finish while the device still waits: not finished, nothing logged.
+        assert not await push.decide("desk/a1", lambda facts: Decision(finish=True))
+        assert await push.delivered("desk/a1", phone, "sent", 21.0)
+        muted = LogEntry(NOW, "desk", "c1", "a2", None, "suppressed", "muted")
+        assert not await push.decide("desk/a2", lambda f: Decision(muted, ("desk/a2", 30.0, "m")))
+        done = await push.facts("desk/a2")
+        assert (done.state, done.reason) == ("done", "m")
+        seen.clear()
+
+        def nothing(facts: OnceFacts) -> Decision:
+            seen.append(facts)
+            return Decision()
+
+        assert not await push.decide("desk/a2", nothing)
+        assert (seen[0].state, seen[0].devices) == ("done", ())
+        assert [r["outcome"] for r in await push.recent()] == ["suppressed", "dispatched"]
 
 
 async def test_postgres_migrations_once_with_three_workers_starting_together(
