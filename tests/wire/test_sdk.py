@@ -742,6 +742,27 @@ async def test_a_reader_cancelled_while_the_queue_commits_leaves_it_committed(
     assert decode(bytes(data), Item).text == "kept"
 
 
+async def test_an_ask_whose_caller_is_cancelled_during_its_commit_is_kept_and_raised(
+    served: Served, client: Client, state: Path
+) -> None:
+    """A commit handed to the disk cannot be called back: the agent's code cancelled while
+    its ask is being committed gets ``CancelledError``, and the ask is in the file and on
+    the stream all the same (stored before it is visible)."""
+    conv = await served.agent.open_conversation(id="c1")
+    options = [Option(id="y", label="Yes")]
+    async with client.events(str(served.agent._store.last_event_id)) as stream:
+        raising = asyncio.ensure_future(conv.ask(kind="choice", id="a1", options=options))
+        await asyncio.sleep(0)  # built; its commit is with the writer now
+        raising.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await raising
+        events = decoded(await stream.take(2))
+    assert [type(e) for e in events] == [AskRaised, ConversationUpdated]
+    assert [a.id for a in conv.asks] == ["a1"]
+    with sqlite3.connect(state) as db:
+        assert db.execute("SELECT id FROM asks").fetchall() == [("a1",)]
+
+
 async def test_a_queue_that_fails_under_a_transaction_fails_it_and_leaves_no_gap_in_ids(
     served: Served, client: Client, state: Path
 ) -> None:

@@ -24,12 +24,13 @@ import itertools
 import logging
 import os
 import sqlite3
+import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from queue import SimpleQueue
+from typing import Any, Final, Generic, TypeVar, cast
 
 from wire.agent._rules import Resolution, us
 from wire.errors import LocalWireError
@@ -216,6 +217,76 @@ class Tx:
         self.records = True
 
 
+class _Call(Generic[T]):
+    """One call handed to the thread, and the future of the loop that waits for it."""
+
+    __slots__ = ("args", "ended", "error", "fn", "result", "waiter")
+
+    def __init__(self, fn: Callable[..., T], args: tuple[Any, ...], waiter: asyncio.Future[None]):
+        self.fn = fn
+        self.args = args
+        self.waiter = waiter
+        self.result: T | None = None
+        self.error: BaseException | None = None
+        self.ended = False
+
+    def done(self) -> None:
+        """On the loop: the call ended; wake its waiter (if not cancelled meanwhile)."""
+        self.ended = True
+        if not self.waiter.done():
+            self.waiter.set_result(None)
+
+
+class Writer:
+    """The store's writer thread: calls that wait for the disk (opening the file, ``COMMIT``,
+    closing it) run one after another off the loop. Lighter than a one-thread
+    ``ThreadPoolExecutor``: a call is one queue put, its outcome one ``call_soon_threadsafe``
+    (no ``concurrent.futures.Future`` chained to a future of the loop, no shield). A daemon
+    thread: a call in flight when the process ends still reaches the disk (SQLite's
+    ``COMMIT`` runs without the GIL)."""
+
+    def __init__(self, name: str) -> None:
+        self._calls: SimpleQueue[_Call[Any] | None] = SimpleQueue()
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (call := self._calls.get()) is not None:
+            try:
+                call.result = call.fn(*call.args)
+            except BaseException as exc:  # handed to the waiter, re-raised there
+                call.error = exc
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                self._loop.call_soon_threadsafe(call.done)
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the thread; its result or error. It cannot be called back once
+        handed over, so a cancelled caller still waits for it and is cancelled at its next
+        wait once it is known."""
+        call: _Call[T] = _Call(fn, args, self._loop.create_future())
+        self._calls.put(call)
+        cancelled = False
+        while not call.ended:
+            try:
+                await call.waiter
+            except asyncio.CancelledError:
+                cancelled = True
+                if not call.ended:
+                    call.waiter = self._loop.create_future()
+        if cancelled:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+        if call.error is not None:
+            raise call.error
+        return cast(T, call.result)
+
+    def stop(self) -> None:
+        """End the thread once the calls given before are run."""
+        self._calls.put(None)
+
+
 class Store:
     """One SQLite file, one connection, one writer at a time."""
 
@@ -229,7 +300,7 @@ class Store:
         self.pruned_through = 0
         self.ring: deque[Frame] = deque(maxlen=min(keep_events, RING))
         self._db: sqlite3.Connection | None = None
-        self._writer: ThreadPoolExecutor | None = None
+        self._writer: Writer | None = None
         self._wake = asyncio.Event()
         self._pending: set[asyncio.Task[Any]] = set()
         self._queued: list[Tx] = []
@@ -247,15 +318,15 @@ class Store:
         """Open (or create, mode 0600) the file, WAL, and read where the event log stands."""
         # SQLite gives the -wal and -shm files the mode of the database file.
         os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-        writer = ThreadPoolExecutor(1, thread_name_prefix="wire-agent-store")
+        writer = Writer("wire-agent-store")
         try:
-            db, meta = await asyncio.get_running_loop().run_in_executor(writer, _connect, self.path)
+            db, meta = await writer.run(_connect, self.path)
         except BaseException:
-            writer.shutdown(wait=False)
+            writer.stop()
             raise
         if meta["schema"] != SCHEMA_VERSION:
-            await asyncio.get_running_loop().run_in_executor(writer, db.close)
-            writer.shutdown(wait=False)
+            await writer.run(db.close)
+            writer.stop()
             raise RuntimeError(f"{self.path}: unknown schema version {meta['schema']}")
         self._db, self._writer = db, writer
         self.last_event_id = int(meta["last_event_id"])
@@ -265,14 +336,14 @@ class Store:
         """Let running transactions finish, then close the connection."""
         while self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
-        if self._queued and self._db is not None:
-            async with self.locked():
+        if self._db is not None:
+            async with self.locked():  # a transaction run in its caller's task ends first
                 pass
         if self._db is not None and self._writer is not None:
             db, self._db = self._db, None
             writer, self._writer = self._writer, None
-            await asyncio.get_running_loop().run_in_executor(writer, db.close)
-            writer.shutdown(wait=False)
+            await writer.run(db.close)
+            writer.stop()
         self.wake()
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -309,8 +380,13 @@ class Store:
         if defer and self._failed is not None:
             failed, self._failed = self._failed, None
             raise failed
-        if defer and not self.lock.locked() and len(self._queued) < BATCH:
-            return await self._queue(build)
+        if not self.lock.locked():
+            # Nothing waits for the lock: build and commit in the caller's task (no task, no
+            # shield). A cancellation reaching ``build`` undoes it; once built, the commit
+            # is waited for even if the caller is cancelled (see :meth:`_write`).
+            if defer and len(self._queued) < BATCH:
+                return await self._queue(build)
+            return await self._transact(build, defer)
         task = asyncio.ensure_future(self._transact(build, defer))
         self._pending.add(task)
         task.add_done_callback(self._done)
@@ -463,25 +539,10 @@ class Store:
         await self._write()
 
     async def _write(self) -> None:
-        """``COMMIT`` in the writer thread. It cannot be called back once handed over, so a
-        cancelled caller still waits for it (holding the lock: nothing else uses the
-        connection meanwhile) and is cancelled at its next wait once it is known."""
+        """``COMMIT`` in the writer thread; a cancelled caller still waits for it (holding the
+        lock: nothing else uses the connection meanwhile), see :meth:`Writer.run`."""
         assert self._writer is not None
-        done = asyncio.get_running_loop().run_in_executor(self._writer, _commit_now, self.db)
-        cancelled = False
-        while True:
-            try:
-                await asyncio.shield(done)
-                break
-            except asyncio.CancelledError:
-                if done.done():
-                    break
-                cancelled = True
-        if cancelled:
-            task = asyncio.current_task()
-            assert task is not None
-            task.cancel()
-        done.result()
+        await self._writer.run(_commit_now, self.db)
 
     # --- reads of the agent's state (the caller holds the lock) ------------------------
 
