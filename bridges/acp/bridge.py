@@ -221,9 +221,10 @@ class AcpBridge(AgentBridge):
             RuntimeError: the agent did not initialize (or speaks another ACP version).
         """
         await super().start()
-        # Beside the SDK's tables, in its file: reached off the loop (see State).
+        # Beside the SDK's tables, in its file: reached off the loop, or between its commits
+        # (see State).
         self._state = await asyncio.to_thread(
-            State, self.state_path, META, SESSIONS, ASKS, SDK_ASKS
+            State, self.state_path, META, SESSIONS, ASKS, SDK_ASKS, shared=True
         )
         await self._recover()
         proc = await self._spawn()
@@ -351,8 +352,10 @@ class AcpBridge(AgentBridge):
     async def _set_ask_state(self, ask_id: str, state: str) -> None:
         # Not waiting for the disk: a crash of the bridge keeps it; a power cut that loses it
         # (and the agent's process with it) costs the "not confirmed" notice, nothing more.
+        # Written on the loop between the SDK's commits: no thread hop for a log append.
         row = AskState(ask_id, state)
-        await self.state.off_loop(self.state.put, ASKS, row, durable=False)
+        async with self.agent.between_commits():
+            self.state.put(ASKS, row, durable=False)
 
     async def _recover(self) -> None:
         """After the bridge itself restarted: an answer the ledger accepted for a process that

@@ -118,16 +118,21 @@ class State:
     Each call is one transaction and returns when it is on disk (``put(durable=False)``: in
     the file's log, not waiting for the disk). A bridge alone on its file
     calls it directly; one whose tables sit in the SDK's file (whose writer holds the lock
-    across its awaits) calls it through :meth:`off_loop`, so the event loop never waits on it.
+    across its awaits) calls it through :meth:`off_loop`, so the event loop never waits on it,
+    or, for a ``put(durable=False)``, on the loop inside ``Agent.between_commits()`` (no
+    thread hop: the SDK's writer holds no lock then, and with ``shared`` this connection
+    never checkpoints the file, the SDK's writer does, so nothing waits for the disk).
     """
 
-    def __init__(self, path: Path, *tables: Table[Any]) -> None:
+    def __init__(self, path: Path, *tables: Table[Any], shared: bool = False) -> None:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(
             path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False
         )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
+        if shared:
+            self._db.execute("PRAGMA wal_autocheckpoint=0")
         for table in tables:
             if table.create:
                 self._db.execute(table.schema())

@@ -763,6 +763,26 @@ async def test_an_ask_whose_caller_is_cancelled_during_its_commit_is_kept_and_ra
         assert db.execute("SELECT id FROM asks").fetchall() == [("a1",)]
 
 
+async def test_between_commits_the_file_is_free_and_the_agent_writes_after(
+    served: Served, state: Path
+) -> None:
+    """Inside ``between_commits`` another connection writes the file at once (the agent has
+    no transaction open), and the agent's own write waits until it ends."""
+    conv = await served.agent.open_conversation(id="c1")
+    async with served.agent.between_commits():
+        appending = asyncio.ensure_future(conv.append(kind="notice", text="after"))
+        await asyncio.sleep(0.05)
+        assert not appending.done()
+        db = sqlite3.connect(state, isolation_level=None, timeout=0)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("ROLLBACK")
+        finally:
+            db.close()
+    await appending
+    assert [i.text for i in conv.items] == ["after"]
+
+
 async def test_a_queue_that_fails_under_a_transaction_fails_it_and_leaves_no_gap_in_ids(
     served: Served, client: Client, state: Path
 ) -> None:

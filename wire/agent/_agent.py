@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -215,6 +215,15 @@ class Agent:
         await self._work.cancel_all()
         if self._started:
             await self._store.close()
+
+    @contextlib.asynccontextmanager
+    async def between_commits(self) -> AsyncIterator[None]:
+        """Hold the state file between the agent's own writes: inside, the agent has no
+        transaction open on it (its writes wait), so a bridge's short write to its own tables
+        in the same file can run on the event loop without waiting for the agent's writer."""
+        await self.start()
+        async with self._store.lock:
+            yield
 
     async def __aenter__(self) -> Agent:
         await self.start()
