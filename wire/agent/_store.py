@@ -6,7 +6,9 @@ Every access to the connection holds :attr:`Store.lock`, so one coroutine's tran
 interleaves with another's. Reads and a transaction's statements run on the event loop (a few
 µs of SQLite each, less than a trip to a thread and back); only its ``COMMIT``, which waits for
 the disk (``synchronous=FULL``: on disk before it is visible), runs in the store's writer
-thread — one hand-off a commit, so the writer rarely waits for the loop to give it the GIL.
+thread (:class:`Writer`) — one hand-off a commit, so the writer rarely waits for the loop to
+give it the GIL. A transaction built while nothing else holds the lock runs in its caller's
+task (no task of its own, no shield).
 
 Group commit: a transaction built with ``defer=True`` (an item's delta, a bridge's tool line)
 is applied in memory and queued; the queue is committed in one SQLite transaction with the next
@@ -368,8 +370,10 @@ class Store:
     async def transact(self, build: Callable[[Tx], Awaitable[T]], *, defer: bool = False) -> T:
         """Build a transaction under the lock and commit it; returns what ``build`` returned.
 
-        Runs in a task of its own that the caller's cancellation does not reach: a started
-        write always ends, committed and applied, or rolled back and undone.
+        A started write always ends, committed and applied, or rolled back and undone: with
+        the lock free it runs in the caller's task (a cancellation reaching ``build`` undoes
+        it; one reaching the commit waits for it, then cancels the caller), else in a task of
+        its own that the caller's cancellation does not reach.
 
         With ``defer``, ``build`` must not read the file: the transaction is queued and this
         returns once it is applied in memory (it waits for the commit only when :data:`BATCH`
@@ -380,10 +384,7 @@ class Store:
         if defer and self._failed is not None:
             failed, self._failed = self._failed, None
             raise failed
-        if not self.lock.locked():
-            # Nothing waits for the lock: build and commit in the caller's task (no task, no
-            # shield). A cancellation reaching ``build`` undoes it; once built, the commit
-            # is waited for even if the caller is cancelled (see :meth:`_write`).
+        if not self.lock.locked():  # no task, no shield: fewer turns of the loop a write
             if defer and len(self._queued) < BATCH:
                 return await self._queue(build)
             return await self._transact(build, defer)
