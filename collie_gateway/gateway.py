@@ -30,12 +30,19 @@ from collie_gateway.services.router import (
 from collie_gateway.services.rows import Rows
 from collie_gateway.services.supervisor import Supervisor
 from collie_gateway.services.tasks import Tasks
+from collie_gateway.services.worklog import ORIGIN
 from collie_gateway.settings import Settings
 from collie_gateway.store.stores import Stores, open_stores
-from collie_gateway.workers import CREW_DUTY, Workers, roster
+from collie_gateway.workers import CREW_DUTY, Work, Workers, roster
 from push import Content
 
 REDACT_CACHE = 65_536  # titles masked on every visit are remembered (bench/chat_bench.py)
+
+
+def _origin() -> str | None:
+    """The agent whose link's reads its holder applies now, if any (services/worklog.py)."""
+    origin = ORIGIN.get()
+    return None if origin is None else origin[0]
 
 
 class Gateway:
@@ -44,7 +51,7 @@ class Gateway:
     def __init__(self, settings: Settings, stores: Stores) -> None:
         self.settings = settings
         self.stores = stores
-        self.tasks = Tasks()
+        self.tasks = Tasks(owner=_origin)  # a holder's work, waited for at a hand-over
         self.bus: PhoneBus = PhoneBus(settings.phone_ring, settings.stream_frame)
         self.workers: Workers | None = None  # several workers on PostgreSQL
         self.redactor = Redactor(enabled=settings.redact)
@@ -78,7 +85,8 @@ class Gateway:
             routers = (gw.router, gw._router(quiet=True))
             duties = (CREW_DUTY,) if settings.crew else ()
             follow = (gw.agents, gw.answers, gw.ledger, routers, gw.tasks.spawn)
-            gw.workers.start(settings, *follow, duties, gw.mirrors_repo, gw.supervisor)
+            work = Work(gw.tasks.settled, gw.pushing)
+            gw.workers.start(settings, *follow, duties, gw.mirrors_repo, gw.supervisor, work)
         return gw
 
     async def _build(self) -> None:

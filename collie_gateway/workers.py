@@ -7,9 +7,12 @@ and the hand-over of taps to the worker that follows the agent (``services/answe
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
@@ -17,6 +20,7 @@ from collie_gateway.services.agents import Agents
 from collie_gateway.services.answering import Answering, Handover
 from collie_gateway.services.answers import Answers
 from collie_gateway.services.following import BRIDGE, Following
+from collie_gateway.services.pushing import Pushing
 from collie_gateway.services.roster import Roster
 from collie_gateway.services.router import Router
 from collie_gateway.services.supervisor import Supervisor
@@ -26,10 +30,15 @@ from collie_gateway.settings import Settings
 from collie_gateway.store.protocols import LeasesStore, MirrorsStore, SharedStore
 from collie_gateway.store.values import StoredEvent
 
+log = logging.getLogger(__name__)
+
 #: The lease of publishing the crew's events and pushing its members' asks (W1, W4): every
 #: worker follows the members for its screens; one tells the phones.
 CREW_DUTY: Final = "~crew"
 HANDOVER_WAIT: Final = 5.0  # ours: seconds a phone's tap waits on a worker that hands it over
+#: ours: seconds a worker handing a lease over (or stopping) waits for the work it started as
+#: the agent's holder (push decisions in flight); past it the new holder decides what is left.
+WORK_WAIT: Final = 10.0
 
 
 def worker_name() -> str:
@@ -54,6 +63,33 @@ def roster(
         return list(agents.mirrors), sorted(supervisor.running)
 
     return Roster(worker_name(), now, alone)
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """The holder's work: ``settled`` waits for what was spawned for agents (None: any) up to
+    a bound, whether it all ended (``Tasks.settled``); ``pushing`` decides the asks an old
+    holder left undecided."""
+
+    settled: Callable[[Collection[str] | None, float], Awaitable[bool]]
+    pushing: Pushing
+
+    async def finish(self, agents: Collection[str] | None) -> None:
+        """The work spawned for ``agents`` (None: any) ended, or :data:`WORK_WAIT` passed."""
+        if not await self.settled(agents, WORK_WAIT):
+            log.warning(
+                "work of %s still running after %.0f s: the next holder decides what is left",
+                "every agent" if agents is None else ", ".join(sorted(agents)), WORK_WAIT,
+            )  # fmt: skip
+
+
+def _taken_over(agents: Agents, work: Work, spawn: Spawn, name: str) -> None:
+    """A lease resumed without a snapshot: the asks open as its old holder left them (the
+    log read to its end) that it did not decide are decided by this worker."""
+    convs = list(agents.mirrors[name].conversations.values())
+    asks = [(ask, conv.title) for conv in convs for ask in conv.asks]
+    if asks:
+        spawn(work.pushing.taken_over(name, asks), f"taken-over-{name}")
 
 
 class Workers:
@@ -81,7 +117,7 @@ class Workers:
 
         def on_gap() -> None:
             if workers is not None and workers.following is not None:
-                workers.following.resync()
+                workers.following.fell_behind()
 
         log = SharedLog(shared.event_log(), settings.phone_ring, on_record, on_lost, on_gap)
         languages = settings.languages.languages[1:]
@@ -100,10 +136,12 @@ class Workers:
         duties: Sequence[str] = (),
         mirrors: MirrorsStore | None = None,
         supervisor: Supervisor | None = None,
+        work: Work | None = None,
     ) -> None:
         """Follow what this worker can take: ``routers`` are the holder's and the others';
         ``mirrors`` the stored mirror (its flush fenced by the leases); the bridges of
-        ``supervisor`` run where their lease is held."""
+        ``supervisor`` run where their lease is held; ``work`` what the holder's work is
+        waited for with, and the decisions left by an old holder made with."""
         bridges = [BRIDGE + s.name for s in settings.sources if s.bridge is not None]
         following = Following(
             self.leases,
@@ -131,6 +169,9 @@ class Workers:
         following.on_want = want
         following.catch_up = self.log.catch_up
         following.settle = self._settle
+        if work is not None:
+            following.finish_work = work.finish
+            following.on_taken_over = functools.partial(_taken_over, agents, work, spawn)
         if supervisor is not None:
 
             def duty(name: str, held: bool) -> None:

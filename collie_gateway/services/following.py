@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextvars import Token
 from typing import Final
 
@@ -115,6 +115,23 @@ async def _nothing() -> None:
     return None
 
 
+async def _no_work(agents: Collection[str] | None) -> None:
+    return None
+
+
+async def _cancel(task: asyncio.Task[None] | None) -> None:
+    """Cancel ``task`` and wait until it has ended (a cancel of the caller's own goes on)."""
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        caller = asyncio.current_task()
+        if caller is not None and caller.cancelling():
+            raise
+
+
 def link_rec(mirror: AgentMirror) -> LinkRec:
     """The link part of ``mirror``."""
     return LinkRec(
@@ -187,10 +204,20 @@ class Following:
         self.on_duty: Callable[[str, bool], None] = lambda name, held: None
         #: Everything this worker's link wrote is written, applied and the mirror flushed.
         self.settle: Callable[[], Awaitable[None]] = _nothing
+        #: The work spawned for these agents (None: any) as their holder has ended (push
+        #: decisions in flight made here, not lost with the lease), within a bound.
+        self.finish_work: Callable[[Collection[str] | None], Awaitable[None]] = _no_work
+        #: A lease taken over (handed over, or run out) and resumed without a snapshot:
+        #: what the old holder left undecided is decided here (called under the new epoch).
+        self.on_taken_over: Callable[[str], None] = lambda name: None
         #: The log read to its end (what a worker that gave a lease back wrote).
         self.catch_up: Callable[[], Awaitable[None]] = _nothing
         self.seen: list[Holding] = []  # the last survey
-        self._task: asyncio.Task[None] | None = None
+        #: Agents whose screens' mirror is the log's: a snapshot or sync of them applied
+        #: since this worker started, and every entry since (no gap).
+        self.current: set[str] = set()
+        self._task: asyncio.Task[None] | None = None  # the renewals
+        self._balancing: asyncio.Task[None] | None = None
 
     def holds(self, name: str) -> bool:
         """Whether this worker holds the lease of an agent (or a duty) now."""
@@ -201,37 +228,34 @@ class Following:
         missed or has not read yet."""
         self.write(Record("~hello", _encoder.encode(HelloRec(list(agents)))))
 
-    def start(self) -> None:
-        """Say hello (holders send their agents' state), then keep leases."""
+    def fell_behind(self) -> None:
+        """Entries were pruned before this worker read them: no mirror is the log's until
+        the holders' state comes again."""
+        self.current.clear()
         self.resync()
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="leases")
+
+    def start(self) -> None:
+        """Say hello (holders send their agents' state), then keep leases: renewed on time,
+        apart from the balancing (a hand-over takes what it takes)."""
+        self.resync()
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._every(self.renew), name="leases")
+        self._balancing = loop.create_task(self._every(self.round), name="balance")
 
     async def close(self) -> None:
-        """Stop, give every lease back cleanly (another worker takes it at once and resumes
-        after what this one read)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop taking, give every lease back cleanly (another worker takes it at once and
+        resumes after what this one read; renewed until then), then stop renewing."""
+        await _cancel(self._balancing)  # a hand-over under way is done again below
         try:
             await self.hand_over(list(self.held))
         except Exception as exc:  # the store is gone: the leases run out on their own
             log.warning("leases not given back (%s)", exc)
+        await _cancel(self._task)
         for name in list(self.held):
             self.drop(name, "stopping")
+        await self.finish_work(None)  # decisions of agents lost meanwhile, made too
         with contextlib.suppress(Exception):
             await self.leases.quit()
-
-    async def _loop(self) -> None:
-        """Renew on time, apart from the balancing (a hand-over takes what it takes)."""
-        balancing = asyncio.get_running_loop().create_task(self._every(self.round), name="balance")
-        try:
-            await self._every(self.renew)
-        finally:
-            balancing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await balancing
 
     async def _every(self, step: Callable[[], Awaitable[None]]) -> None:
         loop = asyncio.get_running_loop()
@@ -281,12 +305,16 @@ class Following:
             one = await self.leases.take_over(name)
             if one is not None:
                 taken.append(one)
-        if any(t.given_by is not None for t in taken):
-            await self.catch_up()  # all the old holders wrote: their links resume after it
+        # A lease given back, or one that ran out while this worker's mirror of the agent
+        # is the log's, resumes after what the old holder wrote: the new epoch fences it, so
+        # the log read to its end now holds all it will ever write (no snapshot, no reset).
+        resumed = [t for t in taken if t.given_by is not None or t.lease.agent in self.current]
+        if resumed:
+            await self.catch_up()
         for one in taken:
-            self._hold(one)
+            self._hold(one, resume=one in resumed)
 
-    def _hold(self, taken: Taken) -> None:
+    def _hold(self, taken: Taken, *, resume: bool = False) -> None:
         lease = taken.lease
         name = lease.agent
         self.held[name] = lease
@@ -308,10 +336,15 @@ class Following:
         private.replace_all(list(shown.conversations.values()))
         private.last_event_id = shown.last_event_id
         listener = RecordListener(self.write, name, lease.epoch)
-        resume = taken.given_by is not None
         link = AgentLink(source, private, listener, self.timing, gate=self.gate, resume=resume)
         self.links[name] = link
         link.start()
+        if resume:  # no snapshot: its asks are looked at here (work of the new epoch)
+            token = ORIGIN.set((name, lease.epoch))
+            try:
+                self.on_taken_over(name)
+            finally:
+                ORIGIN.reset(token)
 
     async def hand_over(self, names: Sequence[str]) -> None:
         """Give these leases back for other workers to take, cleanly: the links stop, what
@@ -321,6 +354,8 @@ class Following:
         links = [link for n in leases if (link := self.links.pop(n, None)) is not None]
         await asyncio.gather(*(link.close() for link in links))
         await self.settle()
+        await self.finish_work(list(leases))  # its push decisions made, under its epoch
+        await self.settle()  # what that work told the phones written, while the epoch holds
         for name, lease in leases.items():
             if self.held.get(name) != lease:
                 continue  # lost meanwhile
@@ -394,23 +429,28 @@ class Following:
             router.link_changed(mirror)
         elif kind == "~snapshot":
             _set_snapshot(mirror, _snap.decode(data))
+            self.current.add(mirror.name)
             router.snapshot_taken(mirror)
         elif kind == "~sync" and not own:
             sync = _sync.decode(data)
             _set_link(mirror, sync.link)
             _set_snapshot(mirror, sync.snapshot)
+            self.current.add(mirror.name)
             router.link_changed(mirror)
             router.snapshot_taken(mirror)
 
     def _sync(self, agents: Sequence[str]) -> None:
         """A worker started (or missed entries): the state of ``agents`` (empty: every
-        agent) this worker follows, for it."""
+        agent) this worker follows, for it. The link's own mirror, not the screens': it holds
+        every entry the link queued before this one, so the state is the log's where this
+        entry lands (the screens' lags by what is queued and not yet read back)."""
         for name, lease in self.held.items():
             if agents and name not in agents:
                 continue
-            mirror = self.mirrors.get(name)
-            if mirror is None or name not in self.links:
+            link = self.links.get(name)
+            if link is None:
                 continue
+            mirror = link.mirror
             snap = SnapRec(list(mirror.conversations.values()), mirror.last_event_id)
             body = _encoder.encode(SyncRec(link_rec(mirror), snap))
             self.write(Record("~sync", body, name, lease.epoch))

@@ -14,7 +14,7 @@ import binascii
 import dataclasses
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -70,6 +70,8 @@ RESOLVED = "the ask was resolved before its push was delivered"
 VAPID_SUBJECT = "mailto:collie@localhost"  # ours: COLLIE_VAPID_SUBJECT names a real contact
 WITHDRAWN = "withdrawn"  # push_log.outcome of a withdrawal a device's service took
 PING_DEADLINE = 30.0  # ours: a test notification's answer is waited for this long
+CLAIM_RETRY = 0.5  # ours: seconds between two tries of a claim another worker holds
+CLAIM_PATIENCE = 60.0  # ours: an ask found open waits this long for another worker's claim
 
 
 class Subject(Protocol):
@@ -218,6 +220,7 @@ class Pushing:
         self.presence: dict[str, Presence] = {}
         self.dispatcher = Dispatcher(targets.senders)
         self._busy: set[str] = set()  # once keys decided or being sent in this run
+        self._waiting: set[str] = set()  # once keys waiting for another worker's claim
         self._owed: set[str] = set()  # once keys seen owed in this run (ask_resolved)
         self._hooks: set[asyncio.Task[None]] = set()
         self.notify = notify
@@ -413,17 +416,41 @@ class Pushing:
         key = self._key(agent, ask, member)
         # Decided or being sent in this run (e.g. raised, then seen again in a snapshot), or
         # by another worker on the same database (P3: the store's claim on the key).
-        if key in self._busy or not await self.repo.claim(key):
+        if not await self._claim(key, patient=quiet):
             if not quiet:
                 await self._log(agent, ask, "suppressed", "a push for this ask is on its way")
             return
-        self._busy.add(key)
         dispatched = False
         try:
             dispatched = await self._plan(key, agent, ask, pane, quiet, member)
         finally:
             if not dispatched:
                 await self._release(key)
+
+    async def _claim(self, key: str, *, patient: bool) -> bool:
+        """Claim ``key`` for this decision (then it is busy here until released): False when
+        it is busy here, or claimed by another worker. ``patient`` (an ask found open, not
+        just raised): a claim held elsewhere is tried again every :data:`CLAIM_RETRY` s, up
+        to :data:`CLAIM_PATIENCE` s, as the worker holding it may stop or die before it
+        decides; once claimed, the stored state says whether anything is left to do."""
+        if key in self._busy:
+            return False
+        claimed = await self.repo.claim(key)
+        if not claimed and patient and key not in self._waiting:
+            self._waiting.add(key)
+            try:
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + CLAIM_PATIENCE
+                while not claimed and loop.time() < deadline:
+                    await asyncio.sleep(CLAIM_RETRY)
+                    if key in self._busy:
+                        return False
+                    claimed = await self.repo.claim(key)
+            finally:
+                self._waiting.discard(key)
+        if claimed:
+            self._busy.add(key)
+        return claimed
 
     async def _release(self, key: str) -> None:
         """The key's push is decided and sent: another decision (here or on another worker)
@@ -540,9 +567,8 @@ class Pushing:
         shares with the asks of its pane and agent; never raises."""
         key = notice_key(self.machine, agent, conversation, item.id)
         try:
-            if key in self._busy or not await self.repo.claim(key):
+            if not await self._claim(key, patient=False):
                 return
-            self._busy.add(key)
             dispatched = False
             try:
                 async with self.repo.limiter_turn() as turn:
@@ -659,6 +685,22 @@ class Pushing:
                         await self.ask_raised(agent, ask, pane, from_snapshot=True)
             except Exception:  # the store unreachable for now: the next round looks again
                 log.exception("owed pushes not looked for")
+
+    async def taken_over(self, agent: str, asks: Sequence[tuple[Ask, str | None]]) -> None:
+        """An agent this worker took over without a snapshot (another worker stopped, or
+        died, maybe with push decisions in flight): each of ``asks`` (ask, pane: the open
+        asks the old holder left) with no decision stored is decided now, quietly; one
+        another worker is deciding is waited out (:meth:`_claim`), then passed over if that
+        worker decided it. Never raises."""
+        keyed = {self._key(agent, ask, None): (ask, pane) for ask, pane in asks}
+        try:
+            left = await self.repo.undecided(keyed) if keyed else set()
+        except Exception:
+            log.exception("push decisions left of %s not looked for", agent)
+            return
+        await asyncio.gather(
+            *(self.ask_raised(agent, *keyed[key], from_snapshot=True) for key in sorted(left))
+        )
 
     def owes(self, agent: str, ask: Ask, *, machine: str | None = None) -> bool:
         """Whether a push for the ask was seen owed in this run, or reached a device (then

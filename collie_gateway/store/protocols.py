@@ -10,7 +10,7 @@ tests (``tests/collie_gateway/test_store_contract.py``) run them on both.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -178,6 +178,10 @@ class PushesStore(Protocol):
 
     async def owed(self) -> set[str]:
         """Every once-key whose push is owed (decided, not yet delivered everywhere)."""
+        ...
+
+    async def undecided(self, keys: Collection[str]) -> set[str]:
+        """Those of ``keys`` with no push decision stored (neither owed nor done)."""
         ...
 
     async def limiter_state(self) -> bytes | None:

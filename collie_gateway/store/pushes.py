@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import Any, Final
 
 from collie_gateway.store.engine import Db, SharedDb, Tx
@@ -201,6 +201,16 @@ class PushesRepo:
         """Every once-key whose push is owed."""
         sql = "SELECT key FROM push_once WHERE state = 'owed'"
         return {str(r[0]) for r in await self.db.read(lambda tx: tx.all(sql))}
+
+    async def undecided(self, keys: Collection[str]) -> set[str]:
+        """Those of ``keys`` with no push decision stored (neither owed nor done)."""
+        wanted = list(keys)
+        if not wanted:
+            return set()
+        marks = ", ".join("?" * len(wanted))
+        sql = f"SELECT key FROM push_once WHERE key IN ({marks})"
+        stored = {str(r[0]) for r in await self.db.read(lambda tx: tx.all(sql, wanted))}
+        return set(wanted) - stored
 
     @contextlib.asynccontextmanager
     async def limiter_turn(self) -> AsyncIterator[LimiterTurn]:

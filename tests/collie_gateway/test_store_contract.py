@@ -315,6 +315,16 @@ async def test_P3_owed_keys_are_listed_until_done(open_store: Open) -> None:
         assert await store.pushes.owed() == {"desk/a1"}
 
 
+async def test_P3_keys_with_no_decision_stored_are_undecided(open_store: Open) -> None:
+    async with opened(open_store) as store:
+        entry = LogEntry(NOW, "desk", "c1", "a1", None, "decided", None)
+        await store.pushes.log(entry, owe=Owe("desk/a1", 1.0, ("d-1",), b"limits"))
+        await store.pushes.log(entry, settle=("desk/a2", 2.0, "muted"))
+        keys = ["desk/a1", "desk/a2", "desk/a3", "desk/a4"]
+        assert await store.pushes.undecided(keys) == {"desk/a3", "desk/a4"}
+        assert await store.pushes.undecided([]) == set()
+
+
 async def test_P1_the_limiter_turn_is_shared_only_on_postgres(open_store: Open) -> None:
     async with opened(open_store) as store:
         async with store.pushes.limiter_turn() as turn:

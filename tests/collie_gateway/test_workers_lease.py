@@ -428,16 +428,10 @@ async def test_workers_a_phone_resumes_on_another_worker_after_a_kill_with_no_ev
         rowed = {
             m[1] for _, kind, d in seen_witness if kind == "list.row" for m in [ROW.search(d)] if m
         }
-        if victim == "other":  # the follower never changed: each opened conversation, one row
-            assert [c for c in opened if c not in rowed] == []
-            assert "list.reset" not in {kind for _, kind, _ in seen_witness}
-        else:  # the new holder's snapshot: a reset, and every conversation after it a row
-            kinds = [kind for _, kind, _ in seen_witness]
-            assert "list.reset" in kinds
-            after = seen_witness[len(kinds) - 1 - kinds[::-1].index("list.reset") :]
-            start = newest([e for e in after if e[1] == "list.row"][:1])
-            assert 0 <= start <= mark, start
-            assert [n for n in range(start, len(opened)) if f"c{n}" not in rowed] == []
+        # The follower never changed, or a dead holder's lease was resumed by a worker whose
+        # mirror is the log's (no snapshot): each opened conversation one row, no reset.
+        assert [c for c in opened if c not in rowed] == []
+        assert "list.reset" not in {kind for _, kind, _ in seen_witness}
         for resp in (witness, again):
             resp.close()
 

@@ -1,0 +1,231 @@
+"""A lease that changes hands with an ask's push decision in flight on the old holder, and a
+lease that runs out under a worker whose mirror is the log's (two workers in the test's
+process on one PostgreSQL, a lease of 0.6 s).
+
+The old holder is held at the exact point, by a hook on its push store: before the decision
+claims the ask (P3's claim), or inside the limiter's turn with the claim held. Whatever the
+old holder does then (finishes its decision before it gives the lease back, or never does:
+it stops, or it dies), the ask is decided once, and pushed once. A lease that ran out (its
+holder died, or paused past it) is resumed by a worker whose screens' mirror is the log's
+after what the log holds, with no snapshot: no phone is told ``list.reset``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import psycopg
+import pytest
+
+from collie_gateway import workers as workers_module
+from collie_gateway.core.mirror import LinkState
+from collie_gateway.gateway import Gateway
+from collie_gateway.services.pushing import DeviceIn
+from collie_gateway.settings import Settings
+from collie_gateway.sources import Source
+from fixtures.agents.harness import short_dir
+from push import Provider
+from tests.collie_gateway.conftest import eventually
+from tests.collie_gateway.push_fixtures import Services, services
+from tests.collie_gateway.test_shutdown import apns_token, raise_asks
+from tests.collie_gateway.test_workers_startup import vanish
+from wire.agent import Agent, ConversationHandle
+
+pytestmark = pytest.mark.xdist_group("pg_workers")
+
+LEASE = 0.6
+WORK_WAIT = 1.0  # seconds the old holder waits for its decisions here (10 s in production)
+
+
+@dataclass
+class Pair:
+    """An agent ``d0``, its conversation, and the workers opened on it."""
+
+    tmp: Path
+    url: str
+    svc: Services
+    agent: Agent
+    conv: ConversationHandle
+    monkeypatch: pytest.MonkeyPatch
+    workers: list[Gateway] = field(default_factory=list)
+
+    async def open(self, name: str) -> Gateway:
+        """A worker named ``name``."""
+        self.monkeypatch.setattr(workers_module, "worker_name", lambda: name)
+        settings = Settings(
+            sources=[Source("d0", socket=self.tmp / "d0.sock")],
+            db_path=self.tmp / "unused.db",
+            database_url=self.url,
+            lease_seconds=LEASE,
+            push_targets=self.svc.targets,
+        )
+        gw = await asyncio.wait_for(Gateway.open(settings), 20)
+        self.workers.append(gw)
+        return gw
+
+    async def close(self, gw: Gateway) -> None:
+        self.workers.remove(gw)
+        await asyncio.wait_for(gw.close(), 30)
+
+    async def decisions(self) -> list[tuple[str, str]]:
+        """(outcome, reason) of every push log entry of an ask, oldest first."""
+        async with await psycopg.AsyncConnection.connect(self.url) as conn:
+            cur = await conn.execute(
+                "SELECT outcome, coalesce(reason, '') FROM push_log"
+                " WHERE ask IS NOT NULL AND device IS NULL ORDER BY id"
+            )
+            return [(str(o), str(r)) for o, r in await cur.fetchall()]
+
+    def pushed(self) -> list[str]:
+        """The ask of every push the fake APNs took."""
+        return [str(cast(dict[str, Any], r.json["collie"])["ask"]) for r in self.svc.apns.requests]
+
+
+@contextlib.asynccontextmanager
+async def pair(url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Pair]:
+    monkeypatch.setattr(workers_module, "WORK_WAIT", WORK_WAIT)
+    with short_dir() as tmp:
+        async with services(tmp, time.time) as svc:
+            agent = Agent(runtime="desk", state_path=tmp / "d0.db", ping_interval=0.2)
+            await agent.serve_unix(tmp / "d0.sock")
+            conv = await agent.open_conversation("p0", title="Pane")
+            scene = Pair(tmp, url, svc, agent, conv, monkeypatch)
+            try:
+                yield scene
+            finally:
+                for gw in list(scene.workers):
+                    await scene.close(gw)
+                await agent.close()
+
+
+def holds(gw: Gateway) -> bool:
+    """Whether ``gw`` follows ``d0`` and its link is ready."""
+    following = gw.workers.following if gw.workers else None
+    assert following is not None
+    return following.holds("d0") and gw.mirrors["d0"].state is LinkState.READY
+
+
+async def holder(p: Pair) -> Gateway:
+    """The first worker, holding ``d0``, with a phone registered."""
+    first = await p.open("w:1")
+    await eventually(lambda: holds(first), within=10)
+    await first.pushing.register(DeviceIn(provider=Provider.APNS, token=apns_token(1)))
+    return first
+
+
+def hold(
+    gw: Gateway, monkeypatch: pytest.MonkeyPatch, method: str
+) -> tuple[asyncio.Event, asyncio.Event]:
+    """Hold ``gw``'s push decisions at its push store's ``method`` (``claim``: before the
+    ask is claimed; ``decide``: claimed, in the limiter's turn): (entered, let go)."""
+    repo: Any = gw.pushing.repo
+    entered, go = asyncio.Event(), asyncio.Event()
+    real: Callable[..., Awaitable[Any]] = getattr(repo, method)
+
+    async def held(*args: Any) -> Any:
+        entered.set()
+        await go.wait()
+        return await real(*args)
+
+    monkeypatch.setattr(repo, method, held)
+    return entered, go
+
+
+async def decided_once(p: Pair, ask: str) -> None:
+    """The ask got one decision (pushed), and one push, and nothing more was logged."""
+    await eventually(lambda: p.pushed() == [ask], within=15)
+    assert await p.decisions() == [("dispatched", "ask")]
+
+
+@pytest.mark.parametrize("point", ["claim", "decide"])
+async def test_a_decision_the_old_holder_never_makes_is_made_once_by_the_new(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
+    """The old holder stops with the decision held (before its claim, or claimed inside the
+    limiter's turn) for good: it waits its bound, gives the lease back, and its decision is
+    cancelled as it closes; the new holder decides the ask (a claim held by the old one is
+    waited out), once."""
+    async with pair(pg_url, monkeypatch) as p:
+        first = await holder(p)
+        entered, _never = hold(first, monkeypatch, point)
+        await raise_asks(p.conv, "k1")
+        await eventually(entered.is_set, within=10)  # the decision is in flight, held
+        second = await p.open("w:2")
+        await p.close(first)  # its bound passes; the held decision is cancelled
+        await eventually(lambda: holds(second), within=10)
+        await decided_once(p, "k1")
+
+
+async def test_a_decision_in_flight_is_made_by_the_old_holder_before_it_gives_the_lease_back(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The old holder stops while its decision waits inside the limiter's turn: the lease
+    goes only once the decision is made, by it; the new holder finds nothing to decide."""
+    caplog.set_level(logging.INFO)
+    async with pair(pg_url, monkeypatch) as p:
+        first = await holder(p)
+        entered, go = hold(first, monkeypatch, "decide")
+        await raise_asks(p.conv, "k1")
+        await eventually(entered.is_set, within=10)
+        second = await p.open("w:2")
+        following = first.workers.following if first.workers else None
+        assert following is not None
+        closing = asyncio.create_task(p.close(first))
+        # Its link stopped (the hand-over began), the lease stays its own while it decides.
+        await eventually(lambda: "d0" not in first.agents.links, within=10)
+        assert following.holds("d0")
+        go.set()
+        await closing
+        await eventually(lambda: holds(second), within=10)
+        await decided_once(p, "k1")
+        assert "still running" not in caplog.text
+
+
+async def list_resets(url: str, after: int) -> list[int]:
+    """The numbers of the ``list.reset`` phone events the log holds after ``after``."""
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cur = await conn.execute(
+            "SELECT seq FROM events WHERE type = 'list.reset' AND seq > %s", (after,)
+        )
+        return [int(r[0]) for r in await cur.fetchall()]
+
+
+async def log_last(url: str) -> int:
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cur = await conn.execute("SELECT seq FROM event_counter")
+        row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_a_lease_that_ran_out_is_resumed_without_a_reset_and_its_asks_decided(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder dies (as kill -9 leaves things: nothing given back) with an ask's decision
+    held: the other worker, whose mirror of the agent is the log's, takes the lease when it
+    runs out and resumes after the log's last event (no snapshot, no ``list.reset``), decides
+    the ask once, and follows what the agent says next."""
+    async with pair(pg_url, monkeypatch) as p:
+        first = await holder(p)
+        second = await p.open("w:2")
+        following = second.workers.following if second.workers else None
+        assert following is not None
+        await eventually(lambda: "d0" in following.current, within=10)  # its mirror: the log's
+        entered, _never = hold(first, monkeypatch, "claim")
+        await raise_asks(p.conv, "k1")
+        await eventually(entered.is_set, within=10)
+        mark = await log_last(pg_url)
+        p.workers.remove(first)
+        await asyncio.wait_for(vanish(first, monkeypatch), 30)
+        await eventually(lambda: holds(second), within=10)
+        await decided_once(p, "k1")
+        await raise_asks(p.conv, "k2")  # read by the new holder's resumed stream
+        await eventually(lambda: sorted(p.pushed()) == ["k1", "k2"], within=15)
+        assert await list_resets(pg_url, mark) == []
