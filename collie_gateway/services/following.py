@@ -43,7 +43,7 @@ from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.services.links import AgentLink
 from collie_gateway.services.phonebus import QUIET
 from collie_gateway.services.router import Router
-from collie_gateway.services.tasks import Spawn
+from collie_gateway.services.tasks import Spawn, cancelled
 from collie_gateway.services.worklog import ORIGIN
 from collie_gateway.sources import Source
 from collie_gateway.store.protocols import LeasesStore
@@ -117,19 +117,6 @@ async def _nothing() -> None:
 
 async def _no_work(agents: Collection[str] | None) -> None:
     return None
-
-
-async def _cancel(task: asyncio.Task[None] | None) -> None:
-    """Cancel ``task`` and wait until it has ended (a cancel of the caller's own goes on)."""
-    if task is None:
-        return
-    task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        caller = asyncio.current_task()
-        if caller is not None and caller.cancelling():
-            raise
 
 
 def link_rec(mirror: AgentMirror) -> LinkRec:
@@ -245,12 +232,12 @@ class Following:
     async def close(self) -> None:
         """Stop taking, give every lease back cleanly (another worker takes it at once and
         resumes after what this one read; renewed until then), then stop renewing."""
-        await _cancel(self._balancing)  # a hand-over under way is done again below
+        await cancelled(self._balancing)  # a hand-over under way is done again below
         try:
             await self.hand_over(list(self.held))
         except Exception as exc:  # the store is gone: the leases run out on their own
             log.warning("leases not given back (%s)", exc)
-        await _cancel(self._task)
+        await cancelled(self._task)
         for name in list(self.held):
             self.drop(name, "stopping")
         await self.finish_work(None)  # decisions of agents lost meanwhile, made too

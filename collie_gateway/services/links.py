@@ -24,6 +24,7 @@ from collie_gateway.core.mirror import AgentMirror, Change, LinkState, apply_eve
 from collie_gateway.core.reconnect import LinkTiming, Reconnect
 from collie_gateway.errors import AgentRejected, AgentUnreachable
 from collie_gateway.services.agenthttp import Broken, Late, UnixGets
+from collie_gateway.services.tasks import cancelled
 from collie_gateway.sources import Source
 from wire.body import read_limited
 from wire.errors import RemoteWireError, UnknownEvent
@@ -291,11 +292,8 @@ class AgentLink:
 
     async def close(self) -> None:
         """Stop following and close the client."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancelled(self._task)
+        self._task = None
         await self.client.close()
 
     def _set(self, state: LinkState, reason: str = "", *, unauthorized: bool = False) -> None:

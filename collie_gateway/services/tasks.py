@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Coroutine
+from typing import Any
 
 #: Runs a coroutine in the background under a name (what services are given to do so).
 Spawn = Callable[[Coroutine[object, object, object], str], None]
@@ -17,6 +18,20 @@ Spawn = Callable[[Coroutine[object, object, object], str], None]
 
 def _nobody() -> str | None:
     return None
+
+
+async def cancelled(task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` and wait until it has ended (raising what it raised, but its cancel).
+
+    A cancel of the caller's own while it waits ends the wait, even if ``task`` takes no
+    cancel (``await task`` would hand the caller's cancel to it and wait on): a close run
+    under a bound ends at the bound, whatever it waits for."""
+    if task is None:
+        return
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.result()
 
 
 class Tasks:

@@ -27,6 +27,7 @@ from typing import Final
 import msgspec
 
 from collie_gateway.services.phonebus import QUIET, Localize, PhoneBus, PhoneEvent, Subscription
+from collie_gateway.services.tasks import cancelled
 from collie_gateway.store.protocols import EventLogStore
 from collie_gateway.store.values import Appended, Heard, StoredEvent
 from collie_gateway.store.values import LogRecord as Record
@@ -186,8 +187,7 @@ class SharedLog:
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancelled(task)
         self._tasks.clear()
 
     async def _writer(self) -> None:

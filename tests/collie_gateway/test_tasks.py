@@ -7,7 +7,9 @@ import asyncio
 import contextvars
 from collections.abc import Coroutine
 
-from collie_gateway.services.tasks import Tasks
+import pytest
+
+from collie_gateway.services.tasks import Tasks, cancelled
 
 OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("owner", default=None)
 
@@ -44,3 +46,24 @@ async def test_the_work_of_an_agent_and_what_it_spawned_is_waited_for_alone() ->
     gates["d1"].set()
     assert await tasks.settled(None, 5)
     await tasks.close()
+
+
+async def test_a_close_waiting_on_a_task_that_will_not_end_still_ends_at_its_bound() -> None:
+    let_go = asyncio.Event()
+
+    async def stuck() -> None:
+        while True:  # a task that takes no cancel: it ends when let go
+            try:
+                await let_go.wait()
+                return
+            except asyncio.CancelledError:
+                continue
+
+    task = asyncio.create_task(stuck())
+    await asyncio.sleep(0)
+    with pytest.raises(TimeoutError):  # the bound's cancel is the closer's own: not swallowed
+        await asyncio.wait_for(cancelled(task), 0.1)
+    assert not task.done()
+    let_go.set()
+    await cancelled(task)
+    assert task.done()
