@@ -8,7 +8,6 @@ visit and when a conversation opens or closes, never on a poll; the last good re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
 from collections import OrderedDict
@@ -27,7 +26,7 @@ from collie_gateway.errors import AgentRejected, AgentUnreachable, BadCursor
 from collie_gateway.services.answers import CardStates
 from collie_gateway.services.links import UNAUTHORIZED, AgentClient
 from collie_gateway.services.phonebus import Publish
-from collie_gateway.services.tasks import Spawn
+from collie_gateway.services.tasks import Spawn, cancelled
 from collie_gateway.store.protocols import NotesStore
 from collie_gateway.strings import Catalogue, Catalogues
 from collie_gateway.views.cards import build_cards
@@ -203,9 +202,7 @@ class Chats:
             timer.cancel()
         self._trailing.clear()
         for task in list(self._refreshes.values()):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancelled(task)
 
     # --- the list ---------------------------------------------------------------------------
 

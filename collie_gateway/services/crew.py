@@ -19,7 +19,6 @@ answers from a lead is sent none (V2).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -35,7 +34,7 @@ from collie_gateway.core.reconnect import LinkTiming, Reconnect
 from collie_gateway.core.texts import masked
 from collie_gateway.errors import AgentUnreachable
 from collie_gateway.services.phonebus import Localize, Publish
-from collie_gateway.services.tasks import Spawn
+from collie_gateway.services.tasks import Spawn, cancelled
 from collie_gateway.sources import Member
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.dashboard import AgentRow, Dashboard, RightEdge, Section
@@ -285,11 +284,8 @@ class MemberLink:
 
     async def close(self) -> None:
         """Stop following and close the session."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancelled(self._task)
+        self._task = None
         if self._save_at is not None:
             self._save_at.cancel()
             self._save_now()

@@ -9,7 +9,6 @@ A token is never logged: the log names the phone's id and name.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import logging
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from collie_gateway.core.phones import (
     token_matches,
     token_phone,
 )
+from collie_gateway.services.tasks import cancelled
 from collie_gateway.store.protocols import PhonesStore
 
 log = logging.getLogger(__name__)
@@ -111,11 +111,8 @@ class Phones:
 
     async def close(self) -> None:
         """Stop watching; write when phones were last seen."""
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
-            self._watcher = None
+        await cancelled(self._watcher)
+        self._watcher = None
         await asyncio.gather(*self._writes, return_exceptions=True)
         await self._write_seen()
 

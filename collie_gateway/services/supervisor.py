@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from bridges.loglines import split_level
+from collie_gateway.services.tasks import cancelled
 from collie_gateway.sources import Backoff, BridgeCommand
 
 log = logging.getLogger(__name__)
@@ -122,10 +123,7 @@ class Supervised:
                     break
                 except TimeoutError:
                     continue
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancelled(self._task)
 
 
 class Supervisor:

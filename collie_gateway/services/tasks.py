@@ -20,16 +20,24 @@ def _nobody() -> str | None:
     return None
 
 
+#: ours: seconds between two cancels of a task that did not end at the first.
+RECANCEL = 1.0
+
+
 async def cancelled(task: asyncio.Task[Any] | None) -> None:
     """Cancel ``task`` and wait until it has ended (raising what it raised, but its cancel).
 
-    A cancel of the caller's own while it waits ends the wait, even if ``task`` takes no
-    cancel (``await task`` would hand the caller's cancel to it and wait on): a close run
-    under a bound ends at the bound, whatever it waits for."""
+    A task may lose a cancel and go on: on Python 3.11, ``asyncio.wait_for`` (which
+    psycopg_pool's wait for a connection uses) returns the result of what it waited for
+    when that comes with the cancel, and the task never sees it. So a task not ended is
+    cancelled again every :data:`RECANCEL` s. And a cancel of the caller's own ends the
+    wait (``await task`` would hand it to the task and wait on): a close run under a
+    bound ends at the bound, whatever it waits for."""
     if task is None:
         return
-    task.cancel()
-    await asyncio.wait({task})
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=RECANCEL)
     if not task.cancelled():
         task.result()
 
@@ -83,6 +91,4 @@ class Tasks:
         """Let the tasks named in ``finish`` end by themselves; cancel the rest."""
         finishing = [t for t in self._tasks if t.get_name() in finish]
         await asyncio.gather(*finishing, return_exceptions=True)
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*map(cancelled, list(self._tasks)), return_exceptions=True)

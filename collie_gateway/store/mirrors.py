@@ -12,7 +12,6 @@ holds each agent under, and the rows of an agent whose epoch is not live are not
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -79,11 +78,10 @@ class MirrorBatches:
 
     async def close(self) -> None:
         """Stop the flusher and write what is pending."""
-        if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
-            self._flusher = None
+        flusher, self._flusher = self._flusher, None
+        while flusher is not None and not flusher.done():
+            flusher.cancel()  # again while it goes on (a cancel lost: services/tasks.py)
+            await asyncio.wait({flusher}, timeout=1.0)
         await self.flush()
 
     async def load_mirrors(self, names: Iterable[str]) -> dict[str, AgentMirror]:

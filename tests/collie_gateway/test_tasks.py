@@ -67,3 +67,29 @@ async def test_a_close_waiting_on_a_task_that_will_not_end_still_ends_at_its_bou
     let_go.set()
     await cancelled(task)
     assert task.done()
+
+
+async def test_a_task_that_lost_its_cancel_to_wait_for_is_cancelled_again_and_ends() -> None:
+    """Python 3.11's ``asyncio.wait_for`` returns what it waited for when that comes with
+    the cancel (psycopg_pool waits for a connection so): the task goes on, never told. A
+    lease loop that lost its cancel so kept a stop waiting for good."""
+    loop = asyncio.get_running_loop()
+    waits: list[asyncio.Future[None]] = []
+    waiting = asyncio.Event()
+    rounds = 0
+
+    async def lease_loop() -> None:
+        nonlocal rounds
+        while True:
+            waits.append(loop.create_future())
+            waiting.set()
+            await asyncio.wait_for(waits[-1], 10)  # a connection from the pool
+            rounds += 1
+            await asyncio.sleep(0.01)
+
+    task = asyncio.create_task(lease_loop())
+    await waiting.wait()
+    waits[-1].set_result(None)  # the connection comes as the stop's first cancel
+    await asyncio.wait_for(cancelled(task), 5)
+    assert task.cancelled()
+    assert rounds >= 1  # it went on after the first cancel
