@@ -205,6 +205,9 @@ class Following:
         self.current: set[str] = set()
         self._task: asyncio.Task[None] | None = None  # the renewals
         self._balancing: asyncio.Task[None] | None = None
+        #: The mirrors of the links stopped by a hand-over under way, until each lease is
+        #: given back: a worker starting meanwhile is still sent their state.
+        self._handing: dict[str, AgentMirror] = {}
 
     def holds(self, name: str) -> bool:
         """Whether this worker holds the lease of an agent (or a duty) now."""
@@ -292,14 +295,16 @@ class Following:
             one = await self.leases.take_over(name)
             if one is not None:
                 taken.append(one)
-        # A lease given back, or one that ran out while this worker's mirror of the agent
-        # is the log's, resumes after what the old holder wrote: the new epoch fences it, so
+        # A lease given back, or one that ran out, resumes after what the old holder wrote
+        # when this worker's mirror of the agent is the log's: the new epoch fences it, so
         # the log read to its end now holds all it will ever write (no snapshot, no reset).
-        resumed = [t for t in taken if t.given_by is not None or t.lease.agent in self.current]
-        if resumed:
-            await self.catch_up()
+        # A mirror that is not (no state of the holder's read here yet: the stored mirror
+        # lags) takes a snapshot: resumed, its asks would be missed, and the events after
+        # its stale id taken as new.
+        if any(t.given_by is not None or t.lease.agent in self.current for t in taken):
+            await self.catch_up()  # the state the old holder sent as it gave the lease back
         for one in taken:
-            self._hold(one, resume=one in resumed)
+            self._hold(one, resume=one.lease.agent in self.current)
 
     def _hold(self, taken: Taken, *, resume: bool = False) -> None:
         lease = taken.lease
@@ -336,21 +341,26 @@ class Following:
     async def hand_over(self, names: Sequence[str]) -> None:
         """Give these leases back for other workers to take, cleanly: the links stop, what
         they read is written and applied as the holder's, the mirror flushed, then each
-        lease is freed."""
+        lease is freed (until then a worker starting is sent their state)."""
         leases = {n: self.held[n] for n in names if n in self.held}
-        links = [link for n in leases if (link := self.links.pop(n, None)) is not None]
-        await asyncio.gather(*(link.close() for link in links))
-        await self.settle()
-        await self.finish_work(list(leases))  # its push decisions made, under its epoch
-        await self.settle()  # what that work told the phones written, while the epoch holds
-        for name, lease in leases.items():
-            if self.held.get(name) != lease:
-                continue  # lost meanwhile
-            del self.held[name]
-            await self.leases.give_back(lease)
-            if name.startswith(BRIDGE):
-                self.on_duty(name, False)
-            log.debug("%s: given back (lease epoch %d)", _label(name), lease.epoch)
+        links = {n: link for n in leases if (link := self.links.pop(n, None)) is not None}
+        self._handing.update((n, link.mirror) for n, link in links.items())
+        try:
+            await asyncio.gather(*(link.close() for link in links.values()))
+            await self.settle()
+            await self.finish_work(list(leases))  # its push decisions made, under its epoch
+            await self.settle()  # what that work told the phones written, while it holds
+            for name, lease in leases.items():
+                if self.held.get(name) != lease:
+                    continue  # lost meanwhile
+                del self.held[name]
+                await self.leases.give_back(lease)
+                if name.startswith(BRIDGE):
+                    self.on_duty(name, False)
+                log.debug("%s: given back (lease epoch %d)", _label(name), lease.epoch)
+        finally:
+            for name in links:
+                self._handing.pop(name, None)
 
     def drop(self, name: str, why: str) -> None:
         """Stop following ``name`` at once (its lease is not this worker's any more)."""
@@ -428,16 +438,17 @@ class Following:
 
     def _sync(self, agents: Sequence[str]) -> None:
         """A worker started (or missed entries): the state of ``agents`` (empty: every
-        agent) this worker follows, for it. The link's own mirror, not the screens': it holds
-        every entry the link queued before this one, so the state is the log's where this
-        entry lands (the screens' lags by what is queued and not yet read back)."""
+        agent) this worker follows, for it. The link's own mirror (of a link a hand-over
+        stopped: its last), not the screens': it holds every entry the link queued before
+        this one, so the state is the log's where this entry lands (the screens' lags by
+        what is queued and not yet read back)."""
         for name, lease in self.held.items():
             if agents and name not in agents:
                 continue
             link = self.links.get(name)
-            if link is None:
+            mirror = link.mirror if link is not None else self._handing.get(name)
+            if mirror is None:
                 continue
-            mirror = link.mirror
             snap = SnapRec(list(mirror.conversations.values()), mirror.last_event_id)
             body = _encoder.encode(SyncRec(link_rec(mirror), snap))
             self.write(Record("~sync", body, name, lease.epoch))

@@ -163,6 +163,34 @@ async def test_a_decision_the_old_holder_never_makes_is_made_once_by_the_new(
         await decided_once(p, "k1")
 
 
+async def test_a_lease_handed_over_to_a_worker_the_state_never_reached_is_snapshotted(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new holder's mirror of the agent is the stored one, from before the ask (flushed
+    late), and no state of the old holder's reached it (its hello came too late): it takes
+    the lease given back with a snapshot, not resuming after the stale mirror, and decides
+    the ask the old holder never did, once."""
+    async with pair(pg_url, monkeypatch) as p:
+        first = await holder(p)
+        await first.mirrors_repo.flush()
+        following = first.workers.following if first.workers else None
+        assert following is not None
+        monkeypatch.setattr(first.mirrors_repo, "flush", no_flush)
+        monkeypatch.setattr(following, "_sync", lambda agents: None)
+        entered, _never = hold(first, monkeypatch, "decide")
+        await raise_asks(p.conv, "k1")
+        await eventually(entered.is_set, within=10)
+        second = await p.open("w:2")
+        assert [a.id for a in second.mirrors["d0"].conversations["p0"].asks] == []
+        await p.close(first)
+        await eventually(lambda: holds(second), within=10)
+        await decided_once(p, "k1")
+
+
+async def no_flush() -> None:
+    """A mirror store's flush that writes nothing (the worker's flusher is behind)."""
+
+
 async def test_a_decision_in_flight_is_made_by_the_old_holder_before_it_gives_the_lease_back(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
