@@ -11,7 +11,7 @@ from typing import Any
 
 from collie_gateway.sources import Source
 from fixtures.agents.harness import REPO
-from tests.collie_gateway.conftest import Rig, get_json, post_json
+from tests.collie_gateway.conftest import Rig, eventually, get_json, post_json
 from wire.agent import FormField, Option, ToolRef
 
 PAGE = REPO / "docs" / "phone-api.md"
@@ -51,7 +51,8 @@ async def test_T1_A5_the_documented_answer_bodies_are_accepted_always_needs_conf
     agent = rig.agent("desk", runtime="desk", features=["history"])
     sock = await rig.serve("desk")
     conv = await agent.open_conversation("c1", title="Answers")
-    client, _ = await rig.gateway([Source(name="desk", socket=sock)])
+    client, gw = await rig.gateway([Source(name="desk", socket=sock)])
+    await eventually(lambda: gw.mirrors["desk"].state.value == "ready")  # as the phone sees it
     n = 0
     for kind, answers in rows:
         for body in answers:
