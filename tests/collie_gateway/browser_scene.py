@@ -16,9 +16,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from playwright.async_api import Browser, async_playwright
 
-from fixtures.agents.harness import short_dir
 from fixtures.browser import LiveGateway, chromium_path
-from tests.collie_gateway.conftest import Rig
+from tests.collie_gateway.conftest import Rig, rigged
 
 LOOP: Final = pytest.mark.asyncio(loop_scope="module")
 
@@ -65,12 +64,8 @@ async def browser(chromium: Browser) -> AsyncIterator[Browser]:
 
 async def agents() -> AsyncIterator[Rig]:
     """Agents on sockets in a fresh folder, closed at the end."""
-    with short_dir() as tmp:
-        rig = Rig(tmp=tmp, make_client=no_test_client)
-        try:
-            yield rig
-        finally:
-            await rig.close()
+    async for made in rigged(no_test_client):
+        yield made
 
 
 @pytest_asyncio.fixture(loop_scope="module")

@@ -119,14 +119,20 @@ class Rig:
             await agent.close()
 
 
-@pytest.fixture
-async def rig(aiohttp_client: ClientFactory) -> AsyncIterator[Rig]:
+async def rigged(make_client: ClientFactory) -> AsyncIterator[Rig]:
+    """A rig in a fresh folder, its agents closed at the end."""
     with short_dir() as tmp:
-        rig = Rig(tmp=tmp, make_client=aiohttp_client)
+        rig = Rig(tmp=tmp, make_client=make_client)
         try:
             yield rig
         finally:
             await rig.close()
+
+
+@pytest.fixture
+async def rig(aiohttp_client: ClientFactory) -> AsyncIterator[Rig]:
+    async for made in rigged(aiohttp_client):
+        yield made
 
 
 async def eventually(
