@@ -14,6 +14,7 @@ from wire.agent._handles import AskHandle, ConversationHandle, Turn
 from wire.agent._state import State
 from wire.agent._store import Tx
 from wire.messages import Reply, ReplyResult, SendMessage
+from wire.tasks import all_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +60,9 @@ class Tasks:
             log.error("agent task failed", exc_info=exc)
 
     async def cancel_all(self) -> None:
-        """Cancel every task and wait until they ended."""
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        """Cancel every task and wait until they ended (a task that lost a cancel is
+        cancelled again)."""
+        await all_cancelled(self._tasks)
 
     async def expire_loop(self, interval: float) -> None:
         """Every ``interval`` seconds while an open ask has a deadline, resolve the asks whose
