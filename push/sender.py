@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Final, Protocol
 
 from push.models import Delivery, Device, Message, Outcome, Provider
+from wire.tasks import all_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +101,7 @@ class Dispatcher:
         if not self._tasks:
             return
         _, late = await asyncio.wait(list(self._tasks), timeout=grace)
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
+        await all_cancelled(late)
 
     async def _run(self, device: Device, note: Message, report: OnDelivery | None) -> None:
         sender = self._senders.get(device.provider)
