@@ -44,6 +44,7 @@ class Tasks:
         self.handlers = handlers
         self.closing = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        state.on_stop = self._stop_turn
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run ``coro`` as a task of the agent (closed unrun once the agent closes)."""
@@ -63,6 +64,12 @@ class Tasks:
         """Cancel every task and wait until they ended (a task that lost a cancel is
         cancelled again)."""
         await all_cancelled(self._tasks)
+
+    def _stop_turn(self, turn: Turn) -> None:
+        """A Stop ended ``turn``: cancel its task, and again while it goes on (a cancel lost
+        would leave it running on)."""
+        if turn.task is not None:
+            self.spawn(all_cancelled([turn.task]))
 
     async def expire_loop(self, interval: float) -> None:
         """Every ``interval`` seconds while an open ask has a deadline, resolve the asks whose
