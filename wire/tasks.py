@@ -39,4 +39,13 @@ async def all_cancelled(tasks: Iterable[asyncio.Future[Any]]) -> None:
     await asyncio.gather(*map(cancelled, list(tasks)), return_exceptions=True)
 
 
-__all__ = ["RECANCEL", "all_cancelled", "cancelled"]
+async def cancel_late(tasks: Iterable[asyncio.Future[Any]], grace: float) -> None:
+    """Let ``tasks`` end by themselves for up to ``grace`` s, then cancel the rest as
+    :func:`all_cancelled` does."""
+    tasks = list(tasks)
+    if tasks:
+        _, late = await asyncio.wait(tasks, timeout=grace)
+        await all_cancelled(late)
+
+
+__all__ = ["RECANCEL", "all_cancelled", "cancel_late", "cancelled"]
