@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from bridges.acp import AcpBridge
+from bridges.acp.process import AcpProcess
 from bridges.hooks.bridge import HooksBridge
 from bridges.kit import AgentBridge, serve_until_stopped
 from fixtures.agents.harness import short_dir
+from tests.bridges.conftest import SCRIPTED, agent_env
 from tests.lost_cancel import Pool
 from tests.timing import WAIT
 from wire.agent import Agent
@@ -69,3 +72,19 @@ async def test_the_hooks_bridge_stops_though_its_transcript_tail_lost_the_cancel
     bridge = Tailing(state_path=folder / "h.db", keys_path=folder / "keys.json", port=0)
     assert await stopped(bridge, pool, folder / "h.sock") == 0
     assert (pool.lost, pool.ended.is_set()) == (1, True)
+
+
+async def test_the_acp_bridge_stops_though_its_supervisor_lost_the_cancel(folder: Path) -> None:
+    pool = Pool()
+
+    class Supervised(AcpBridge):
+        async def _supervise(self, proc: AcpProcess) -> None:  # the process watched over a pool
+            await pool.serve()
+
+    bridge = Supervised(
+        command=SCRIPTED, state_path=folder / "a.db", cwds=[str(folder)], env=agent_env(folder)
+    )
+    assert await stopped(bridge, pool, folder / "a.sock") == 0
+    assert (pool.lost, pool.ended.is_set()) == (1, True)
+    assert bridge.process is not None
+    assert bridge.process.exited.done()  # the close went on to stop the process
