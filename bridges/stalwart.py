@@ -73,6 +73,7 @@ from wire.body import read_limited
 from wire.errors import BodyTooLarge, LocalWireError
 from wire.messages import MAX_ID, Reply, ReplyResult
 from wire.sse import SSEParser
+from wire.tasks import all_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -488,11 +489,7 @@ class Bridge(kit.AgentBridge):
         """Stop taking webhooks and following, close the agent, the session and the ledger."""
         if self._hook is not None:
             await self._hook.cleanup()
-        for task in self._followers.values():
-            task.cancel()
-        for task in self._followers.values():
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await all_cancelled(self._followers.values())
         self._followers.clear()
         await super().close()
         for session in (self._http, self._streams):

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Final, Protocol
 
 from push.models import Delivery, Device, Message, Outcome, Provider
+from wire.tasks import cancel_late
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +98,7 @@ class Dispatcher:
 
     async def aclose(self, grace: float = 5.0) -> None:
         """Wait up to ``grace`` seconds for pending pushes, then cancel the rest."""
-        if not self._tasks:
-            return
-        _, late = await asyncio.wait(list(self._tasks), timeout=grace)
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
+        await cancel_late(self._tasks, grace)
 
     async def _run(self, device: Device, note: Message, report: OnDelivery | None) -> None:
         sender = self._senders.get(device.provider)

@@ -56,6 +56,7 @@ from bridges.kit.state import SDK_ASKS
 from wire.agent import Agent, AskHandle, ConversationHandle, ItemHandle, SendMessage
 from wire.errors import LocalWireError
 from wire.messages import Answer, Ask, Hello, Starter, ToolRef
+from wire.tasks import cancelled
 
 log = logging.getLogger(__name__)
 
@@ -235,10 +236,7 @@ class AcpBridge(AgentBridge):
     async def close(self) -> None:
         """Stop the process and the agent; close the state file."""
         self._closing = True
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
+        await cancelled(self._loop_task)
         if self.process is not None:
             await self.process.stop()
         await super().close()

@@ -32,6 +32,7 @@ from bridges.acp.jsonrpc import (
     parse,
 )
 from bridges.loglines import split_level
+from wire.tasks import all_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -294,8 +295,5 @@ class AcpProcess:
                 break
             except TimeoutError:
                 continue
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await all_cancelled(self._tasks)
         return proc.returncode

@@ -45,6 +45,7 @@ from wire.agent import (
 )
 from wire.errors import LocalWireError
 from wire.messages import Ask, NoticePush
+from wire.tasks import cancelled
 
 log = logging.getLogger(__name__)
 
@@ -194,10 +195,7 @@ class HooksBridge(AgentBridge):
             for pending in session.pending.values():
                 if not pending.reply.done():
                     pending.reply.set_result({})
-        if self._tail is not None:
-            self._tail.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._tail
+        await cancelled(self._tail)
         if self._runner is not None:
             await self._runner.cleanup()
         await super().close()

@@ -27,6 +27,7 @@ from collie_gateway.services.phonebus import Publish
 from collie_gateway.strings import Catalogue
 from collie_gateway.views.cards import card_facts
 from wire.messages import Answer, Ask, AskResolved, Reply, ReplyResult, decode
+from wire.tasks import cancel_late
 
 log = logging.getLogger(__name__)
 
@@ -198,12 +199,7 @@ class Answers:
         """At a stop: answers on their way to agents get ``grace`` seconds to settle; the rest
         are cut short and stay recorded as uncertain (the phone is told so; the next run sends
         them again with their request ids)."""
-        if not self._replies:
-            return
-        _, late = await asyncio.wait(list(self._replies), timeout=grace)
-        for sending in late:
-            sending.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
+        await cancel_late(self._replies, grace)
 
     async def resend_loop(self, interval: float) -> None:
         """Every ``interval`` s, send unsettled taps of ready agents again (T1)."""

@@ -59,6 +59,7 @@ from push import (
     webhook_id,
 )
 from wire.messages import Ask, Item
+from wire.tasks import cancel_late
 
 Clock = Callable[[], datetime]
 
@@ -264,16 +265,8 @@ class Pushing:
         """Give every pending push and webhook one shared ``grace`` (not one each), cancel
         the rest (their asks stay owed: the next run sends them), then close the senders."""
 
-        async def hooks() -> None:
-            tasks = self._hooks | self.owed_hooks.tasks
-            if not tasks:
-                return
-            _, late = await asyncio.wait(list(tasks), timeout=grace)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
-
-        await asyncio.gather(self.dispatcher.aclose(grace), hooks())
+        hooks = self._hooks | self.owed_hooks.tasks
+        await asyncio.gather(self.dispatcher.aclose(grace), cancel_late(hooks, grace))
         for sender in self.targets.senders.values():
             await sender.aclose()
         for hook in self.targets.webhooks:

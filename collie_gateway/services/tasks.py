@@ -4,13 +4,15 @@ cancelled (or let finish) when the gateway closes.
 Work spawned on behalf of one agent (``owner`` names it when the task is spawned: with
 several workers, while the holder applies what its link read) can be waited for before the
 agent's lease is handed over (:meth:`Tasks.settled`): a push decision in flight is made by
-the worker that started it, not lost with its lease."""
+the worker that started it, not lost with its lease. A task is stopped with
+:func:`wire.tasks.cancelled` (named here too), which a lost cancel does not hang."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Coroutine
-from typing import Any
+
+from wire.tasks import all_cancelled, cancelled
 
 #: Runs a coroutine in the background under a name (what services are given to do so).
 Spawn = Callable[[Coroutine[object, object, object], str], None]
@@ -18,28 +20,6 @@ Spawn = Callable[[Coroutine[object, object, object], str], None]
 
 def _nobody() -> str | None:
     return None
-
-
-#: ours: seconds between two cancels of a task that did not end at the first.
-RECANCEL = 1.0
-
-
-async def cancelled(task: asyncio.Task[Any] | None) -> None:
-    """Cancel ``task`` and wait until it has ended (raising what it raised, but its cancel).
-
-    A task may lose a cancel and go on: on Python 3.11, ``asyncio.wait_for`` (which
-    psycopg_pool's wait for a connection uses) returns the result of what it waited for
-    when that comes with the cancel, and the task never sees it. So a task not ended is
-    cancelled again every :data:`RECANCEL` s. And a cancel of the caller's own ends the
-    wait (``await task`` would hand it to the task and wait on): a close run under a
-    bound ends at the bound, whatever it waits for."""
-    if task is None:
-        return
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=RECANCEL)
-    if not task.cancelled():
-        task.result()
 
 
 class Tasks:
@@ -91,4 +71,7 @@ class Tasks:
         """Let the tasks named in ``finish`` end by themselves; cancel the rest."""
         finishing = [t for t in self._tasks if t.get_name() in finish]
         await asyncio.gather(*finishing, return_exceptions=True)
-        await asyncio.gather(*map(cancelled, list(self._tasks)), return_exceptions=True)
+        await all_cancelled(self._tasks)
+
+
+__all__ = ["Spawn", "Tasks", "cancelled"]

@@ -22,6 +22,7 @@ import msgspec
 from collie_gateway.core.mirror import AgentMirror
 from collie_gateway.store.engine import Db, Tx
 from wire.messages import Conversation, Hello
+from wire.tasks import all_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +80,8 @@ class MirrorBatches:
     async def close(self) -> None:
         """Stop the flusher and write what is pending."""
         flusher, self._flusher = self._flusher, None
-        while flusher is not None and not flusher.done():
-            flusher.cancel()  # again while it goes on (a cancel lost: services/tasks.py)
-            await asyncio.wait({flusher}, timeout=1.0)
+        if flusher is not None:
+            await all_cancelled([flusher])  # again while it goes on (a cancel may be lost)
         await self.flush()
 
     async def load_mirrors(self, names: Iterable[str]) -> dict[str, AgentMirror]:

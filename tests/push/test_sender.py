@@ -24,8 +24,10 @@ from push import (
     ServiceAccount,
 )
 from push.sender import MAX_IN_FLIGHT
+from tests.lost_cancel import Pool
 from tests.push.conftest import KEY_ID, TEAM_ID, TOPIC, apns_device, fcm_device
 from tests.push.fakes import FakeApns, FakeFcm, Tls, ask_note
+from tests.timing import WAIT
 from tests.wire.conftest import eventually
 
 NOTE = AskNotification(
@@ -145,6 +147,28 @@ async def test_aclose_cancels_what_is_late_and_reports_it() -> None:
     assert [d.reason for d in seen] == ["cancelled"]
     assert dispatcher.pending == 0
     await dispatcher.aclose()
+
+
+async def test_aclose_ends_though_a_send_lost_the_cancel() -> None:
+    """A sender that retries over a connection pool, whose wait loses the first cancel (Python
+    3.11's ``asyncio.wait_for``): cancelled again, it is reported cancelled."""
+    pool = Pool()
+
+    class Pooled:
+        async def send(self, device: Device, note: Message) -> Delivery:
+            await pool.serve()  # each try waits for a connection; only a cancel ends it
+            raise AssertionError("a pool's loop ends by a cancel only")
+
+        async def aclose(self) -> None:
+            return None
+
+    seen: list[Delivery] = []
+    dispatcher = Dispatcher({Provider.APNS: Pooled()}, seen.append, deadline=3600)
+    dispatcher.dispatch([apns_device()], NOTE)
+    await asyncio.wait_for(pool.waiting.wait(), WAIT)
+    pool.arm()  # the connection comes with the close's cancel
+    await asyncio.wait_for(dispatcher.aclose(grace=0.01), WAIT)
+    assert (pool.lost, [d.reason for d in seen]) == (1, ["cancelled"])
 
 
 def test_dispatch_outside_a_loop_does_not_raise(caplog: pytest.LogCaptureFixture) -> None:

@@ -48,6 +48,7 @@ from wire.messages import (
     Starter,
     TurnCommand,
 )
+from wire.tasks import cancelled
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -412,9 +413,7 @@ async def _unless_stopped(work: Awaitable[None], stop: asyncio.Event) -> bool:
     finally:
         stopped.cancel()
     if not task.done():
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancelled(task)
         return False
     task.result()  # setup's own error ends the agent
     return True

@@ -72,6 +72,11 @@ def _nothing() -> None:
     return None
 
 
+def _cancel(turn: Turn) -> None:
+    if turn.task is not None:
+        turn.task.cancel()
+
+
 class State:
     """The open conversations and asks, the ``once`` marks of this run, and the writer's
     operations on them (the :class:`~wire.agent._handles.Keeper` of the handles)."""
@@ -88,6 +93,8 @@ class State:
         # Called when an ask with a deadline opens: the expiry sweep sleeps until then (an
         # agent with no deadline to watch never wakes for it).
         self.on_deadline: Callable[[], None] = _nothing
+        # Called for each turn a Stop ended, once committed: its task is to be cancelled.
+        self.on_stop: Callable[[Turn], None] = _cancel
         self.acted: set[tuple[str, str]] = set()  # AskHandle.once marks of this run
         self.served = False  # an app was built: answers can arrive
 
@@ -326,8 +333,7 @@ class State:
 
         def cancel() -> None:
             for t in running:
-                if t.task is not None:
-                    t.task.cancel()
+                self.on_stop(t)
             conv._drain_steered()
 
         tx.on_undo(undo)

@@ -14,6 +14,7 @@ from wire.agent._handles import AskHandle, ConversationHandle, Turn
 from wire.agent._state import State
 from wire.agent._store import Tx
 from wire.messages import Reply, ReplyResult, SendMessage
+from wire.tasks import all_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class Tasks:
         self.handlers = handlers
         self.closing = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        state.on_stop = self._stop_turn
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run ``coro`` as a task of the agent (closed unrun once the agent closes)."""
@@ -59,11 +61,15 @@ class Tasks:
             log.error("agent task failed", exc_info=exc)
 
     async def cancel_all(self) -> None:
-        """Cancel every task and wait until they ended."""
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        """Cancel every task and wait until they ended (a task that lost a cancel is
+        cancelled again)."""
+        await all_cancelled(self._tasks)
+
+    def _stop_turn(self, turn: Turn) -> None:
+        """A Stop ended ``turn``: cancel its task, and again while it goes on (a cancel lost
+        would leave it running on)."""
+        if turn.task is not None:
+            self.spawn(all_cancelled([turn.task]))
 
     async def expire_loop(self, interval: float) -> None:
         """Every ``interval`` seconds while an open ask has a deadline, resolve the asks whose
