@@ -7,6 +7,7 @@ Unix socket by a raw wire client."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 from langgraph_sdk import get_client, get_sync_client
+from langgraph_sdk.errors import ConflictError, UnprocessableEntityError
 
 from fixtures.agents.harness import short_dir
 from fixtures.langgraph.server import GRAPH_NAMES, named_dev, start
@@ -21,6 +23,7 @@ from tests.bridges.langgraph_dev import langgraph_dev
 from tests.bridges.langgraph_rig import (
     GRAPHS,
     Served,
+    Wire,
     deploys,
     expires,
     rid,
@@ -119,6 +122,13 @@ async def client(server: Site) -> AsyncIterator[Any]:
         await made.aclose()
 
 
+async def begun(wire: Wire, text: str) -> str:
+    """A new thread, ``text`` its first message: its conversation's id."""
+    conv = await wire.start()
+    await wire.say(conv, text)
+    return conv
+
+
 async def drained(parts: AsyncIterator[Any]) -> None:
     async for _ in parts:
         pass
@@ -159,8 +169,7 @@ async def test_a_tool_approval_allowed_or_denied(
     folder: Path, server: Site, client: Any, option: str, status: str, effects: list[str]
 ) -> None:
     async with Served(folder, server.url, "per_call") as wire:
-        conv = await wire.start()
-        await wire.say(conv, "mail ada")
+        conv = await begun(wire, "mail ada")
         [ask] = await wire.asks(conv, 1)
         assert (ask["kind"], ask["title"]) == ("permission", "Run send_email?")
         assert {a["name"]: a["value"] for a in ask["arguments"]}["to"] == "ada@example.org"
@@ -181,15 +190,15 @@ async def test_two_parallel_interrupts_by_id_and_a_restart_between_the_legs(
     rig = Served(folder, server.url, "parallel", input=SAID)
     wire = await rig.open()
     try:
-        conv = await wire.start()
-        await wire.say(conv, "go")
+        conv = await begun(wire, "go")
         by_title = {a["title"]: a for a in await wire.asks(conv, 2)}
         await wire.reply(by_title["Right?"], {"text": "R"})
         [left] = await wire.asks(conv, 1)
         assert (left["id"], left.get("version", 1)) == (by_title["Left?"]["id"], 1)
 
-        async def leg_ended() -> bool:
-            return bool((await client.threads.get(conv))["status"] == "interrupted")
+        async def leg_ended() -> bool:  # the leg's run, not only the thread's first
+            runs = await client.runs.list(conv)
+            return [r["status"] for r in runs] == ["success", "success"]
 
         await until(leg_ended)
         await rig.close()
@@ -203,24 +212,35 @@ async def test_two_parallel_interrupts_by_id_and_a_restart_between_the_legs(
         await rig.close()
 
 
+@pytest.mark.parametrize("when", ["running", "queued"])  # queued: its id not said yet
 @BOTH
-async def test_stop_cancels_the_run_on_the_server(folder: Path, server: Site, client: Any) -> None:
+async def test_stop_cancels_the_run_on_the_server(
+    folder: Path, server: Site, client: Any, when: str
+) -> None:
     server.hang.touch()
     rig = Served(folder, server.url, "slow", input=SAID)
     wire = await rig.open()
     try:
-        conv = await wire.start()
-        await wire.say(conv, "go")
+        conv = await begun(wire, "go")
 
-        async def status(wanted: str) -> bool:
+        async def status(*wanted: str) -> bool:
             runs = await client.runs.list(conv)
-            return bool(runs) and runs[0]["status"] == wanted
+            return bool(runs) and runs[0]["status"] in wanted
 
-        await until(lambda: status("running"))
+        # langgraph dev picks a run up from its queue within a second; the fake at once
+        made = ("running",) if when == "running" else ("pending", "running")
+        await until(lambda: status(*made))
         body = {"request_id": rid(), "turn": 1}
         got, result = await request(wire.sock, "POST", f"/conversations/{conv}/stop", body)
         assert (got, result["outcome"]) == (200, "accepted")
         await until(lambda: status("interrupted"))  # cancelled there, not only here
+
+        async def thread_ended() -> bool:  # the thread says so too, a moment after
+            return bool((await client.threads.get(conv))["status"] != "busy")
+
+        await until(thread_ended)
+        if when == "running":  # a run that never started leaves its thread as it was
+            assert (await client.threads.get(conv))["status"] == "interrupted"
     finally:
         server.hang.unlink()
         await rig.close()
@@ -231,8 +251,7 @@ async def test_an_interrupt_resumed_by_another_client_is_decided(
     folder: Path, server: Site, client: Any
 ) -> None:
     async with Served(folder, server.url, "bare", input=SAID, poll=0.1) as wire:
-        conv = await wire.start()
-        await wire.say(conv, "hi")
+        conv = await begun(wire, "hi")
         [ask] = await wire.asks(conv, 1)
         [waiting] = (await client.threads.get_state(conv))["interrupts"]
         resume = {"resume": {waiting["id"]: "Bob"}}
@@ -256,8 +275,7 @@ async def test_stop_while_an_approval_waits_rejects_it(
     folder: Path, server: Site, client: Any
 ) -> None:
     async with Served(folder, server.url, "per_call") as wire:
-        conv = await wire.start()
-        await wire.say(conv, "mail ada")
+        conv = await begun(wire, "mail ada")
         await wire.asks(conv, 1)
         body = {"request_id": rid(), "turn": 1}
         got, result = await request(wire.sock, "POST", f"/conversations/{conv}/stop", body)
@@ -276,8 +294,7 @@ async def test_a_run_outlives_the_bridge(folder: Path, server: Site, client: Any
     rig = Served(folder, server.url, "slow", input=SAID, poll=0.1)
     wire = await rig.open()
     try:
-        conv = await wire.start()
-        await wire.say(conv, "go")
+        conv = await begun(wire, "go")
 
         async def running() -> bool:
             runs = await client.runs.list(conv)
@@ -340,10 +357,75 @@ async def test_a_thread_deleted_on_the_server_ends_its_asks(
     folder: Path, server: Site, client: Any
 ) -> None:
     async with Served(folder, server.url, "bare", input=SAID) as wire:
-        conv = await wire.start()
-        await wire.say(conv, "hi")
+        conv = await begun(wire, "hi")
         [ask] = await wire.asks(conv, 1)
         await client.threads.delete(conv)
         _, result = await wire.reply(ask, {"text": "Ada"})
         assert result["outcome"] == "not_open"  # never accepted
         assert (await wire.read(conv)).get("asks", []) == []
+
+
+@BOTH
+async def test_a_failing_graph_is_a_notice_and_the_thread_says_error(
+    folder: Path, server: Site, client: Any
+) -> None:
+    async with Served(folder, server.url, "broken", input=SAID) as wire:
+        conv = await begun(wire, "go")
+        items = await wire.items(conv, lambda i: bool(texts(i, "notice")))
+        assert texts(items, "notice") == ["The graph failed: the disk is full"]
+        thread = await client.threads.get(conv)
+        assert (thread["status"], thread["error"]["message"]) == ("error", "the disk is full")
+
+
+# What the bridge reads, as the fake answers it beside langgraph dev: the same for both.
+
+
+@BOTH
+async def test_a_thread_its_state_and_its_stream_read_as_the_server_says(
+    server: Site, client: Any
+) -> None:
+    thread = (await client.threads.create())["thread_id"]
+    events = [p.event async for p in client.runs.stream(thread, "bare", input={"said": ["hi"]})]
+    assert events == ["metadata", "values", "values"]  # the default mode; nothing after
+    state = await client.threads.get_state(thread)
+    [waiting] = state["interrupts"]  # no response_schema when there is none
+    assert waiting == {"id": waiting["id"], "value": "What is your name?"}
+    assert [t["interrupts"] for t in state["tasks"]] == [[waiting]]
+    assert state["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
+    read = await client.threads.get(thread)
+    assert (read["status"], read["values"], list(read["interrupts"].values())) == (
+        "interrupted", {"said": ["hi"]}, [[waiting]]
+    )  # fmt: skip
+    with pytest.raises(UnprocessableEntityError):  # by its id only, never a graph's
+        await client.assistants.get("bare")
+
+
+@BOTH
+async def test_a_run_of_a_busy_thread_waits_its_turn_unless_refused(
+    server: Site, client: Any
+) -> None:
+    server.hang.touch()
+    thread = (await client.threads.create())["thread_id"]
+    first = asyncio.create_task(drained(client.runs.stream(thread, "slow", input={"said": ["1"]})))
+    try:
+
+        async def statuses(*wanted: str) -> bool:
+            return [r["status"] for r in await client.runs.list(thread)] == list(wanted)
+
+        await until(lambda: statuses("running"))
+        second = asyncio.create_task(
+            drained(client.runs.stream(thread, "slow", input={"said": ["2"]}))
+        )  # enqueue, the default
+        await until(lambda: statuses("pending", "running"))  # the newest first
+        with pytest.raises(ConflictError):  # what the bridge asks for: never queued
+            await drained(
+                client.runs.stream(
+                    thread, "slow", input={"said": ["3"]}, multitask_strategy="reject"
+                )
+            )
+        assert (await client.threads.get(thread))["status"] == "busy"
+    finally:
+        server.hang.unlink()
+    await asyncio.wait_for(asyncio.gather(first, second), 20)
+    assert await statuses("success", "success")
+    assert (await client.threads.get_state(thread))["values"]["said"] == ["1", "2"]
