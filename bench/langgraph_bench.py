@@ -92,9 +92,10 @@ async def server_rounds(tmp: Path, count: int) -> tuple[list[float], list[float]
     the server's own: a resume by a bare ``langgraph-sdk`` client until the next interrupt."""
     from langgraph_sdk import get_client
 
-    from fixtures.langgraph.server import launch
+    from fixtures.langgraph.server import launch, named_dev
 
-    url, proc = await launch(tmp, {}, {"looping": "fixtures.langgraph.graphs:looping"})
+    running = await launch(tmp, {}, {"looping": "fixtures.langgraph.graphs:looping"}, named_dev())
+    url = running.url
     client = get_client(url=url)
     try:
         served = await bridge_rounds(tmp, count, Server(url, "looping", None), "server")
@@ -111,8 +112,7 @@ async def server_rounds(tmp: Path, count: int) -> tuple[list[float], list[float]
         return served, own
     finally:
         await client.aclose()
-        proc.terminate()
-        await proc.wait()
+        running.stop()
 
 
 async def drain(parts: Any) -> None:

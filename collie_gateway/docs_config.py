@@ -72,8 +72,10 @@ ENVIRONMENT_FOR_TESTS: dict[str, str] = {
     "`collie-web-shots` in the temp folder).",
     "COLLIE_GOLDEN_WRITE": "Set to rewrite the golden traces the rooms' tests compare with.",
     "COLLIE_LANGGRAPH_DEV": "The `langgraph` command (langgraph-cli[inmem], in an environment of "
-    "its own) the LangGraph server-mode tests and bench run as `langgraph dev`; without it they "
-    "run against the fake of the Agent Server's HTTP API.",
+    "its own; a shell's words, e.g. `/opt/lg/bin/python -m langgraph_cli`) that the LangGraph "
+    "server-mode tests run as `langgraph dev`, beside the fake of the Agent Server's HTTP API; "
+    "without it they install one into `.cache/` (`python -m tests.bridges.langgraph_dev`). The "
+    "bench runs against it when it is set, else against the fake.",
 }
 
 

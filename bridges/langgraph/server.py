@@ -5,6 +5,7 @@ its interrupts with an id-keyed ``Command`` and cancels a run on Stop."""
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from bridges.langgraph.backend import Snapshot, Thread, deadline_of
 from bridges.langgraph.mapping import Pending
 
 LISTED = 100  # threads listed at most, the latest first
+LEG = "collie_leg"  # a run's metadata: the mark of the leg the bridge started
 STREAMED = ["messages-tuple", "updates"]
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 
@@ -34,6 +36,7 @@ class Server:
         self.deadline: float | None = None
         self.graph_id = assistant
         self.running: dict[str, str] = {}  # thread → the run this bridge streams
+        self.legs: dict[str, str] = {}  # thread → the mark of that run, known before its id
         self.client: Any = None
 
     async def open(self) -> None:
@@ -102,13 +105,16 @@ class Server:
         self, thread: str, given: Any, resume: dict[str, Any] | None
     ) -> AsyncIterator[tuple[str, Any]]:
         """One run streamed; it goes on on the server if the bridge goes (``on_disconnect``),
-        and is refused while another run of the thread is going (``multitask_strategy``)."""
+        and is refused while another run of the thread is going (``multitask_strategy``). Its
+        metadata marks it as this leg: the server says its id only once the run starts."""
+        self.legs[thread] = mark = uuid.uuid4().hex
         parts = self.client.runs.stream(
             thread,
             self.assistant,
             input=given if resume is None else None,
             command={"resume": resume} if resume is not None else None,
             stream_mode=STREAMED,
+            metadata={LEG: mark},
             on_disconnect="continue",
             multitask_strategy="reject",
         )
@@ -120,13 +126,23 @@ class Server:
             elif part.event == "updates" and isinstance(part.data, dict):
                 yield "updates", part.data
             elif part.event == "error":
-                self.running.pop(thread, None)
+                self._ended(thread)
                 data = part.data if isinstance(part.data, dict) else {}
                 raise ServerError(str(data.get("message") or data.get("error") or part.data))
+        self._ended(thread)
+
+    def _ended(self, thread: str) -> None:
         self.running.pop(thread, None)
+        self.legs.pop(thread, None)
 
     async def cancel(self, thread: str) -> None:
-        run = self.running.pop(thread, None)
+        """Cancel the leg this bridge streams: its run, by the id the stream said, or, while
+        the run still waits in the server's queue (its id not said yet), found by its mark."""
+        run, mark = self.running.pop(thread, None), self.legs.pop(thread, None)
+        if run is None and mark is not None:
+            found = await self.client.runs.list(thread, limit=10)  # the newest first
+            marked = (r for r in found if (r.get("metadata") or {}).get(LEG) == mark)
+            run = next((str(r["run_id"]) for r in marked), None)
         if run is not None:
             await self.client.runs.cancel(thread, run)
 

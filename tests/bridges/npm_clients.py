@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,35 +32,44 @@ CLAUDE = NpmClient(
 CODEX = NpmClient("@openai/codex", "0.171.0", "@openai/codex-linux-*/vendor/*/bin/codex", "codex")
 
 
-def npm_binary(client: NpmClient) -> Path:
-    """``client``'s native binary, installed with npm when missing (a minute or so); npm may
-    leave a wrapper's postinstall unrun, so the platform package's binary is preferred to
-    ``.bin/<bin_name>``.
+def installed(name: str, marker: str, install: Callable[[Path], None]) -> Path:
+    """``CACHE/name``, made by ``install(folder)`` unless its file ``marker`` is there.
 
     Processes running at once take turns (a lock file): one installs, into a folder of its
     own renamed into place whole, and the others then find it there."""
-    name = f"{client.package.rsplit('/', 1)[-1]}-{client.version}"
     where = CACHE / name
-    wrapper = where / "node_modules" / ".bin" / client.bin_name
     CACHE.mkdir(parents=True, exist_ok=True)
     with (CACHE / f"{name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not wrapper.exists():
+        if not (where / marker).exists():
             shutil.rmtree(where, ignore_errors=True)  # a partial install of an older run
             fresh = tempfile.mkdtemp(dir=CACHE, prefix=f"{name}.")
             try:
-                argv = ["npm", "install", "--prefix", fresh, "--no-audit", "--no-fund"]
-                subprocess.run(
-                    [*argv, f"{client.package}@{client.version}"],
-                    check=True,
-                    timeout=600,
-                    capture_output=True,
-                )
+                install(Path(fresh))
                 os.rename(fresh, where)
             finally:
                 shutil.rmtree(fresh, ignore_errors=True)  # what is left of a failed install
+    return where
+
+
+def npm_binary(client: NpmClient) -> Path:
+    """``client``'s native binary, installed with npm when missing (a minute or so); npm may
+    leave a wrapper's postinstall unrun, so the platform package's binary is preferred to
+    ``.bin/<bin_name>``."""
+
+    def install(fresh: Path) -> None:
+        argv = ["npm", "install", "--prefix", str(fresh), "--no-audit", "--no-fund"]
+        subprocess.run(
+            [*argv, f"{client.package}@{client.version}"],
+            check=True,
+            timeout=600,
+            capture_output=True,
+        )
+
+    name = f"{client.package.rsplit('/', 1)[-1]}-{client.version}"
+    where = installed(name, f"node_modules/.bin/{client.bin_name}", install)
     found = sorted((where / "node_modules").glob(client.native))
-    return found[0] if found else wrapper
+    return found[0] if found else where / "node_modules" / ".bin" / client.bin_name
 
 
 if __name__ == "__main__":
