@@ -113,6 +113,16 @@ class SharedDb(Db, Protocol):
         its first row, if it returns rows."""
         ...
 
+    async def once_all(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        """Run one statement as a transaction of its own, in one round trip to the server;
+        every row it returns."""
+        ...
+
+    def unwritten(self, exc: Exception) -> bool:
+        """Whether a statement that raised ``exc`` surely wrote nothing: the server refused
+        it, or it was refused before it was sent (not a connection lost on the way)."""
+        ...
+
 
 def drive(step: Coroutine[Any, Any, T]) -> T:
     """Run a transaction's coroutine whose awaits never wait (SQLite's statements) to its

@@ -4,14 +4,17 @@ The pure decisions (:func:`~collie_gateway.core.answers.on_tap`, ``on_result``) 
 the transactions here, so a decision and its write are one step. With several workers the
 taps of one ask take turns on a lock named by the ask (and one named by the request id), so
 two taps of one ask on two workers see each other's claim; a record one worker settled stays
-settled (its agent's word came first). On PostgreSQL a tap's decision and a settlement are
-one statement each, one round trip (``collie_take``, made by the schema, store/schema.py;
-a settlement's update and claim release in one statement): the same locks, the same writes.
+settled (its agent's word came first). On PostgreSQL the taps in flight at once are decided
+in one statement, one round trip and one commit (``collie_take_many``, made by the schema,
+store/schema.py), and so are the settlements (their updates and claim releases): group
+commit (store/batches.py), each tap keeping the decision it would get alone, under the same
+locks, with the same writes; a lone tap goes at once.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Final
 
 from collie_gateway.core.answers import (
     Action,
@@ -23,7 +26,8 @@ from collie_gateway.core.answers import (
     on_result,
     on_tap,
 )
-from collie_gateway.store.engine import Db, SharedDb, Tx
+from collie_gateway.store.batches import Batches
+from collie_gateway.store.engine import Db, Row, SharedDb, Tx
 
 _COLUMNS = "request_id, agent, ask_id, version, answer, attempts, settled, outcome, reason, phone"
 _INSERT = (
@@ -39,15 +43,17 @@ _CLAIM = (
     " ON CONFLICT (agent, ask_id) DO NOTHING"
 )
 _RELEASE = "DELETE FROM claims WHERE agent = ? AND ask_id = ? AND request_id = ?"
-# PostgreSQL: a tap decided in one call; a settlement (its update, the claim released when
-# ``?`` is true) in one statement.
-_TAKE_ONCE = (
-    "SELECT * FROM collie_take(?::text, ?::text, ?::text, ?::integer, ?::bytea, ?::text, ?::text)"
+# PostgreSQL: a batch of taps decided in one call (a row for each, by its place); a batch of
+# settlements (their updates, the claims released where asked) in one call.
+_TAKE_MANY: Final = (
+    "SELECT * FROM collie_take_many(?::text[], ?::text[], ?::text[], ?::integer[],"
+    " ?::bytea[], ?::text[], ?::text[])"
 )
-_SETTLE_ONCE = (
-    f"WITH settled AS ({_UPDATE} RETURNING 1) "
-    "DELETE FROM claims WHERE ?::boolean AND agent = ? AND ask_id = ? AND request_id = ?"
+_SETTLE_MANY: Final = (
+    "SELECT collie_settle_many(?::integer[], ?::integer[], ?::text[], ?::text[], ?::text[],"
+    " ?::text[], ?::boolean[], ?::text[], ?::text[])"
 )
+LANES: Final = 1  # ours: batches of takes (and of settlements) in flight at once, a worker
 
 
 class LedgerRepo:
@@ -55,18 +61,29 @@ class LedgerRepo:
 
     def __init__(self, db: Db) -> None:
         self.db = db
-        self._once = db if isinstance(db, SharedDb) else None  # one round trip a call
+        self._takes: Batches[tuple[Tap, str], Row] | None = None
+        self._settles: Batches[tuple[Settlement, str], None] | None = None
+        if isinstance(db, SharedDb):  # one round trip and one commit a batch
+            self._takes = Batches(
+                lambda items: _take_many(db, items), alone=db.unwritten, lanes=LANES
+            )
+            self._settles = Batches(
+                lambda items: _settle_many(db, items), alone=db.unwritten, lanes=LANES
+            )
+            db.on_close(self._drain)
+
+    async def _drain(self) -> None:
+        for batches in (self._takes, self._settles):
+            if batches is not None:
+                await batches.drain()
 
     async def take(self, tap: Tap, now: str) -> tuple[TapDecision, Record | None]:
         """Decide a tap against its record and the ask's claim, and write the decision: the
         record (pending, with the claim) before anything is sent. Also the record as it was."""
-        if self._once is not None:
-            t = tap
-            args = (t.request_id, t.agent, t.ask_id, t.version, t.answer, t.phone, now)
-            row = await self._once.once(_TAKE_ONCE, args)
-            assert row is not None  # the function returns one row
-            existing = _row(row[:10]) if row[0] is not None else None
-            holder = str(row[10]) if row[10] is not None else None
+        if self._takes is not None:
+            row = await self._takes((tap, now))
+            existing = _row(row[1:11]) if row[1] is not None else None
+            holder = str(row[11]) if row[11] is not None else None
             return on_tap(existing, holder, tap), existing
 
         async def decide(tx: Tx) -> tuple[TapDecision, Record | None]:
@@ -92,9 +109,8 @@ class LedgerRepo:
         """Write a send's result, releasing the ask's claim when it says so."""
         rec = settlement.record
         key = (rec.tap.agent, rec.tap.ask_id, rec.tap.request_id)
-        if self._once is not None:
-            args = (*_update_args(rec, now), settlement.release_claim, *key)
-            await self._once.once(_SETTLE_ONCE, args)
+        if self._settles is not None:
+            await self._settles((settlement, now))
             return
 
         async def write(tx: Tx) -> None:
@@ -156,6 +172,32 @@ class LedgerRepo:
         """Whether any tap was recorded for this ask."""
         sql = "SELECT 1 FROM answers WHERE agent = ? AND ask_id = ? LIMIT 1"
         return await self.db.read(lambda tx: tx.one(sql, (agent, ask_id))) is not None
+
+
+async def _take_many(db: SharedDb, items: Sequence[tuple[Tap, str]]) -> list[Row]:
+    """Taps decided and written in one call, in order: a row for each (its place first)."""
+    taps = [t for t, _ in items]
+    args = (
+        [t.request_id for t in taps],
+        [t.agent for t in taps],
+        [t.ask_id for t in taps],
+        [t.version for t in taps],
+        [t.answer for t in taps],
+        [t.phone for t in taps],
+        [now for _, now in items],
+    )
+    rows = await db.once_all(_TAKE_MANY, args)
+    return sorted(rows, key=lambda row: int(row[0]))
+
+
+async def _settle_many(db: SharedDb, items: Sequence[tuple[Settlement, str]]) -> list[None]:
+    """Settlements written in one call, in order."""
+    rows = [
+        (*_update_args(s.record, now), s.release_claim, s.record.tap.agent, s.record.tap.ask_id)
+        for s, now in items
+    ]
+    await db.once_all(_SETTLE_MANY, [list(column) for column in zip(*rows, strict=True)])
+    return [None] * len(items)
 
 
 def _row(row: tuple[Any, ...]) -> Record:
