@@ -27,7 +27,7 @@ from collie_gateway.core.answers import (
     on_tap,
 )
 from collie_gateway.store.batches import Batches
-from collie_gateway.store.engine import Db, Row, SharedDb, Tx
+from collie_gateway.store.engine import Db, Row, SharedDb, Tx, postgres_array
 
 _COLUMNS = "request_id, agent, ask_id, version, answer, attempts, settled, outcome, reason, phone"
 _INSERT = (
@@ -178,13 +178,13 @@ async def _take_many(db: SharedDb, items: Sequence[tuple[Tap, str]]) -> list[Row
     """Taps decided and written in one call, in order: a row for each (its place first)."""
     taps = [t for t, _ in items]
     args = (
-        [t.request_id for t in taps],
-        [t.agent for t in taps],
-        [t.ask_id for t in taps],
-        [t.version for t in taps],
-        [t.answer for t in taps],
-        [t.phone for t in taps],
-        [now for _, now in items],
+        postgres_array([t.request_id for t in taps]),
+        postgres_array([t.agent for t in taps]),
+        postgres_array([t.ask_id for t in taps]),
+        postgres_array([t.version for t in taps]),
+        postgres_array([t.answer for t in taps]),
+        postgres_array([t.phone for t in taps]),
+        postgres_array([now for _, now in items]),
     )
     rows = await db.once_all(_TAKE_MANY, args)
     return sorted(rows, key=lambda row: int(row[0]))
@@ -196,7 +196,7 @@ async def _settle_many(db: SharedDb, items: Sequence[tuple[Settlement, str]]) ->
         (*_update_args(s.record, now), s.release_claim, s.record.tap.agent, s.record.tap.ask_id)
         for s, now in items
     ]
-    await db.once_all(_SETTLE_MANY, [list(column) for column in zip(*rows, strict=True)])
+    await db.once_all(_SETTLE_MANY, [postgres_array(column) for column in zip(*rows, strict=True)])
     return [None] * len(items)
 
 

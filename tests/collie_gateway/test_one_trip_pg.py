@@ -256,3 +256,23 @@ async def test_T1_batches_of_two_workers_over_the_same_asks_in_opposite_orders(
     finally:
         await one.close()
         await two.close()
+
+
+async def test_T1_a_taps_words_and_bytes_come_back_as_given(pg_url: str) -> None:
+    db = await PgDatabase.open(pg_url)
+    try:
+        ledger = LedgerRepo(db)
+        odd = Tap('r "1", {NULL} \\ é', "NULL", 'a,{}"\\', 3, bytes(range(256)), "")
+        (_, _), (decision, before) = await asyncio.gather(
+            ledger.take(tap("first", ask="a0"), NOW), ledger.take(odd, NOW)
+        )
+        assert (decision.action, before) == (Action.SEND, None)
+        reason = 'no "way" \\ {x}, NULL'
+        await ledger.settle(on_result(decision.record, "refused", reason), NOW)
+        kept = await ledger.record(odd.request_id)
+        assert kept is not None
+        assert (kept.tap, kept.tap.phone, kept.reason) == (odd, "", reason)
+        again, seen = await ledger.take(odd, NOW)
+        assert (again.action, again.record.outcome, seen) == (Action.REPLY, Outcome.REFUSED, kept)
+    finally:
+        await db.close()

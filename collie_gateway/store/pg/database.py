@@ -254,11 +254,11 @@ class PgDatabase:
             return await cur.fetchone() if cur.description is not None else None
 
     async def once_all(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
-        """Run one statement as a transaction of its own (autocommit), in one round trip;
-        every row it returns."""
+        """Run one statement that returns rows as a transaction of its own (autocommit), in
+        one round trip; every row."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(postgres_text(sql), args)
-            return await cur.fetchall() if cur.description is not None else []
+            return await cur.fetchall()
 
     def unwritten(self, exc: Exception) -> bool:
         """Whether a statement that raised ``exc`` surely wrote nothing: the server refused
