@@ -276,3 +276,18 @@ async def test_T1_a_taps_words_and_bytes_come_back_as_given(pg_url: str) -> None
         assert (again.action, again.record.outcome, seen) == (Action.REPLY, Outcome.REFUSED, kept)
     finally:
         await db.close()
+
+
+async def test_D1_entries_of_the_shared_log_come_back_as_written(pg_url: str) -> None:
+    db = await PgDatabase.open(pg_url)
+    try:
+        log = EventLog(db)
+        records = [
+            LogRecord('ask."raised", {x}', bytes(range(256)), None, None, b'{"en": "\\\\ \\""}'),
+            LogRecord("NULL", b"", None, None, None),
+        ]
+        assert (await log.write(records)).seqs == [1, 2]
+        back = [(e.type, e.data, e.agent, e.epoch, e.words) for e in await log.after(0)]
+        assert back == [(r.type, r.data, r.agent, r.epoch, r.words) for r in records]
+    finally:
+        await db.close()
