@@ -20,7 +20,7 @@ with durability on (fsync and synchronous commits, as a production server). The 
 round trip is not in it (bench/answer_bench.py). ``--before DIR`` runs each of these again,
 right before it and on the same server, with the code of another checkout (e.g. ``git
 archive <commit> | tar -x -C DIR``), shown as ``… (before)``: a change and the code before it
-measured under the same load.
+measured under the same load; so is each PostgreSQL run of the commit to phone event.
 
 **Commit to phone event.** An SDK agent in this process raises ``--asks`` asks, one every
 50 ms; ``--streams`` live streams (``GET /api/v1/events``), spread over the workers, each
@@ -257,14 +257,21 @@ def free_port() -> int:
 
 
 async def spawn(
-    tmp: Path, db: str, log: Path, port: int, env: Mapping[str, str] | None = None
+    tmp: Path,
+    db: str,
+    log: Path,
+    port: int,
+    env: Mapping[str, str] | None = None,
+    repo: Path = REPO,
 ) -> Gateway:
-    """Start ``collie_gateway serve -v`` for ``tmp/sources.json`` on ``db`` (not waited for)."""
+    """Start ``collie_gateway serve -v`` for ``tmp/sources.json`` on ``db`` (not waited for),
+    with the code in ``repo``."""
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(repo)}
     with log.open("ab") as out:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "collie_gateway", "serve", "-v",
             "--sources", str(tmp / "sources.json"), "--db", db, "--port", str(port),
-            cwd=REPO, stdout=out, stderr=out, env={**os.environ, **(env or {})},
+            cwd=repo, stdout=out, stderr=out, env=env,
         )  # fmt: skip
     return Gateway(proc, f"http://127.0.0.1:{port}", log, port)
 
@@ -286,10 +293,10 @@ async def wait_ready(gateway: Gateway, within: float = 60.0) -> float:
 
 
 async def start_worker(
-    tmp: Path, db: str, name: str, env: Mapping[str, str] | None = None
+    tmp: Path, db: str, name: str, env: Mapping[str, str] | None = None, repo: Path = REPO
 ) -> Gateway:
     """A gateway process on ``db``, once its agent is ready; its log is ``tmp/name.log``."""
-    gateway = await spawn(tmp, db, tmp / f"{name}.log", free_port(), env)
+    gateway = await spawn(tmp, db, tmp / f"{name}.log", free_port(), env, repo)
     await wait_ready(gateway)
     return gateway
 
@@ -381,7 +388,7 @@ class Latency:
 
 
 async def stream_latency(
-    dbs: list[str], streams: int, asks: int, spy: Path | None = None
+    dbs: list[str], streams: int, asks: int, spy: Path | None = None, repo: Path = REPO
 ) -> Latency:
     """Seconds from an ask's commit to its ``ask.raised`` on every stream; with ``spy``,
     each worker sampled by py-spy meanwhile."""
@@ -391,7 +398,7 @@ async def stream_latency(
             started: list[Gateway] = []
             try:
                 for i, db in enumerate(dbs):
-                    started.append(await start_worker(tmp, db, f"w{i}"))
+                    started.append(await start_worker(tmp, db, f"w{i}", None, repo))
                 found = holder(started)
                 held = found[0] if found is not None else None
                 connector = aiohttp.TCPConnector(limit=0)
@@ -439,21 +446,27 @@ async def latencies(
     streams: int,
     asks: int,
     spy: Path | None = None,
+    before: Path | None = None,
 ) -> tuple[Figures, dict[str, str]]:
     """p50 and p99 (ms) of commit to phone event: one SQLite worker, one and three on
     PostgreSQL (and, with three, on the holder's streams and on the others'), three on
-    PostgreSQL with durability on; py-spy's top of each of the three (``spy``)."""
+    PostgreSQL with durability on; py-spy's top of each of the three (``spy``). With
+    ``before``, each PostgreSQL run also with that checkout's code, just before it."""
     figures: Figures = {}
     profiles: dict[str, str] = {}
-    runs = ((None, 1), (fast, 1), (fast, 3), (durable, 3))
+    runs: list[tuple[ThrowawayPostgres | None, int, Path, str]] = [(None, 1, REPO, "")]
+    for pg, count in ((fast, 1), (fast, 3), (durable, 3)):
+        if before is not None:
+            runs.append((pg, count, before, " (before)"))
+        runs.append((pg, count, REPO, ""))
     with tempfile.TemporaryDirectory() as tmp:
-        for server, workers in runs:
-            label = label_of("sqlite" if server is None else backend_of(server), workers)
+        for server, workers, repo, tag in runs:
+            label = label_of("sqlite" if server is None else backend_of(server), workers) + tag
             url = new_database(server.url()) if server is not None else ""
-            watched = spy if server is fast and workers == 3 else None
+            watched = spy if server is fast and workers == 3 and not tag else None
             try:
                 dbs = [url] * workers if url else [str(Path(tmp) / "g.db")]
-                got = await stream_latency(dbs, streams, asks, watched)
+                got = await stream_latency(dbs, streams, asks, watched, repo)
             finally:
                 if server is not None:
                     drop_database(server.url(), url)
@@ -716,7 +729,9 @@ async def main(options: argparse.Namespace) -> tuple[dict[str, Figures], dict[st
         if options.only == "ledger":
             results["load"]["after"] = os.getloadavg()[0]
             return results, {}
-        lat, profiles = await latencies(server, durable, options.streams, options.asks, spy)
+        lat, profiles = await latencies(
+            server, durable, options.streams, options.asks, spy, options.before
+        )
         results["latency"] = lat
         results["failover"] = await failover(server, options.lease, options.kills)
         results["balance"] = await balance(
