@@ -161,12 +161,13 @@ _ONE_TRIP: Final = """
 #: the taps of one call in the order given, each as ``collie_take`` decides it alone (a
 #: later tap sees what an earlier one wrote), one row out per tap (``o_i``, its place). Every
 #: named lock is taken first, the asks' then the request ids', each in the order of their
-#: keys, then the records already kept, in the order of their ids: two batches (or a batch
-#: and a settlement) never wait on each other in a circle. Settlements in one call per batch
-#: (``collie_settle_many``): their records held in the same order, then each written in the
-#:order given, as one alone (an update of the unsettled record; its claim released when
-#: ``p_release`` says so). Each statement in them reads one row by its key, so its plan
-#: (made once per connection, maybe while the tables are empty) is an index's.
+#: keys, then the records already kept, in the order of their ids (a lone tap's: its own):
+#: two batches (or a batch and a settlement) never wait on each other in a circle.
+#: Settlements in one call per batch (``collie_settle_many``): their records held in the
+#: same order, then each written in the order given, as one alone (an update of the
+#: unsettled record; its claim released when ``p_release`` says so). Each statement in them
+#: reads one row by its key, so its plan (made once per connection, maybe while the tables
+#: are empty) is an index's.
 _BATCHED: Final = """
     CREATE FUNCTION collie_take_many(
         p_requests TEXT[], p_agents TEXT[], p_asks TEXT[], p_versions INTEGER[],
@@ -177,27 +178,35 @@ _BATCHED: Final = """
         o_reason TEXT, o_phone TEXT, o_holder TEXT
     ) LANGUAGE plpgsql AS $$
     DECLARE
+        n INTEGER := coalesce(array_length(p_requests, 1), 0);
         k BIGINT;
         r TEXT;
         rec answers%ROWTYPE;
     BEGIN
-        FOR k IN SELECT DISTINCT hashtextextended('ask' || chr(31) || t.a || chr(31) || t.s, 0)
-                 FROM unnest(p_agents, p_asks) AS t(a, s) ORDER BY 1 LOOP
-            PERFORM pg_advisory_xact_lock(k);
-        END LOOP;
-        FOR k IN SELECT DISTINCT hashtextextended('request' || chr(31) || t.r, 0)
-                 FROM unnest(p_requests) AS t(r) ORDER BY 1 LOOP
-            PERFORM pg_advisory_xact_lock(k);
-        END LOOP;
-        FOR r IN SELECT DISTINCT t.r FROM unnest(p_requests) AS t(r) ORDER BY 1 LOOP
-            PERFORM 1 FROM answers a WHERE a.request_id = r FOR UPDATE;
-        END LOOP;
-        FOR i IN 1 .. coalesce(array_length(p_requests, 1), 0) LOOP
+        IF n = 1 THEN  -- a lone tap: its two locks, as collie_take takes them
+            PERFORM pg_advisory_xact_lock(hashtextextended(
+                'ask' || chr(31) || p_agents[1] || chr(31) || p_asks[1], 0));
+            PERFORM pg_advisory_xact_lock(hashtextextended(
+                'request' || chr(31) || p_requests[1], 0));
+        ELSE
+            FOR k IN SELECT DISTINCT hashtextextended('ask' || chr(31) || t.a || chr(31) || t.s, 0)
+                     FROM unnest(p_agents, p_asks) AS t(a, s) ORDER BY 1 LOOP
+                PERFORM pg_advisory_xact_lock(k);
+            END LOOP;
+            FOR k IN SELECT DISTINCT hashtextextended('request' || chr(31) || t.r, 0)
+                     FROM unnest(p_requests) AS t(r) ORDER BY 1 LOOP
+                PERFORM pg_advisory_xact_lock(k);
+            END LOOP;
+            FOR r IN SELECT DISTINCT t.r FROM unnest(p_requests) AS t(r) ORDER BY 1 LOOP
+                PERFORM 1 FROM answers a WHERE a.request_id = r FOR UPDATE;
+            END LOOP;
+        END IF;
+        FOR i IN 1 .. n LOOP
             o_i := i;
             o_request := NULL; o_agent := NULL; o_ask := NULL; o_version := NULL;
             o_answer := NULL; o_attempts := NULL; o_settled := NULL; o_outcome := NULL;
             o_reason := NULL; o_phone := NULL; o_holder := NULL;
-            SELECT * INTO rec FROM answers a WHERE a.request_id = p_requests[i];
+            SELECT * INTO rec FROM answers a WHERE a.request_id = p_requests[i] FOR UPDATE;
             IF FOUND THEN
                 o_request := rec.request_id; o_agent := rec.agent; o_ask := rec.ask_id;
                 o_version := rec.version; o_answer := rec.answer; o_attempts := rec.attempts;
@@ -238,12 +247,15 @@ _BATCHED: Final = """
         p_nows TEXT[], p_requests TEXT[], p_release BOOLEAN[], p_agents TEXT[], p_asks TEXT[]
     ) RETURNS VOID LANGUAGE plpgsql AS $$
     DECLARE
+        n INTEGER := coalesce(array_length(p_requests, 1), 0);
         r TEXT;
     BEGIN
-        FOR r IN SELECT DISTINCT t.r FROM unnest(p_requests) AS t(r) ORDER BY 1 LOOP
-            PERFORM 1 FROM answers a WHERE a.request_id = r FOR UPDATE;
-        END LOOP;
-        FOR i IN 1 .. coalesce(array_length(p_requests, 1), 0) LOOP
+        IF n > 1 THEN  -- a lone settlement's update holds its row
+            FOR r IN SELECT DISTINCT t.r FROM unnest(p_requests) AS t(r) ORDER BY 1 LOOP
+                PERFORM 1 FROM answers a WHERE a.request_id = r FOR UPDATE;
+            END LOOP;
+        END IF;
+        FOR i IN 1 .. n LOOP
             UPDATE answers SET attempts = p_attempts[i], settled = p_settled[i],
                     outcome = p_outcomes[i], reason = p_reasons[i], updated_at = p_nows[i]
                 WHERE request_id = p_requests[i] AND settled = 0;
