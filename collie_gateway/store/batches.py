@@ -3,10 +3,11 @@ flight go together, as one statement (one round trip, one transaction), each cal
 its own result.
 
 A batch forms only from calls already waiting: a lone call goes at once, and no call waits
-for a timer, only for the batch before it (``lanes`` batches fly at a time). A batch's
-statement takes its calls in the order they came. A batch the server refused as a
-whole (``alone`` says so of its error: nothing of it was written) runs again one call at a
-time, so each call gets its own result or error, as it would have alone.
+for a timer, only for the batch in flight before it (one at a time). The calls of a batch
+were all in flight at once (none of them waited for another's result), so any order they
+are written in is one they could have had alone. A batch the server refused as a whole
+(``alone`` says so of its error: nothing of it was written) runs again one call at a time,
+so each call gets its own result or error, as it would have alone.
 """
 
 from __future__ import annotations
@@ -32,11 +33,9 @@ class Batches(Generic[Item, Out]):
         run: Callable[[Sequence[Item]], Awaitable[Sequence[Out]]],
         *,
         alone: Callable[[Exception], bool],
-        lanes: int = 1,
     ) -> None:
         self._run = run
         self._alone = alone
-        self._lanes = lanes
         self._waiting: list[tuple[Item, asyncio.Future[Out]]] = []
         self._flying: set[asyncio.Task[None]] = set()
 
@@ -53,10 +52,10 @@ class Batches(Generic[Item, Out]):
             await asyncio.gather(*self._flying, return_exceptions=True)
 
     def _launch(self) -> None:
-        while len(self._flying) < self._lanes and self._waiting:
-            batch = self._next()
-            if not batch:
-                return
+        if self._flying or not self._waiting:
+            return
+        batch = self._next()
+        if batch:
             task = asyncio.create_task(self._answer(batch))
             self._flying.add(task)
             task.add_done_callback(self._landed)

@@ -4,11 +4,11 @@ The pure decisions (:func:`~collie_gateway.core.answers.on_tap`, ``on_result``) 
 the transactions here, so a decision and its write are one step. With several workers the
 taps of one ask take turns on a lock named by the ask (and one named by the request id), so
 two taps of one ask on two workers see each other's claim; a record one worker settled stays
-settled (its agent's word came first). On PostgreSQL the taps in flight at once are decided
-in one statement, one round trip and one commit (``collie_take_many``, made by the schema,
-store/schema.py), and so are the settlements (their updates and claim releases): group
-commit (store/batches.py), each tap keeping the decision it would get alone, under the same
-locks, with the same writes; a lone tap goes at once.
+settled (its agent's word came first). On PostgreSQL the taps and settlements waiting at
+once are written in one statement, one round trip and one commit (``collie_ledger_many``,
+made by the schema, store/schema.py): group commit (store/batches.py). The settlements go
+first, then the taps, each in the order it came, each tap decided as it would be alone,
+under the same locks, with the same writes; a lone call goes at once.
 """
 
 from __future__ import annotations
@@ -43,17 +43,15 @@ _CLAIM = (
     " ON CONFLICT (agent, ask_id) DO NOTHING"
 )
 _RELEASE = "DELETE FROM claims WHERE agent = ? AND ask_id = ? AND request_id = ?"
-# PostgreSQL: a batch of taps decided in one call (a row for each, by its place); a batch of
-# settlements (their updates, the claims released where asked) in one call.
-_TAKE_MANY: Final = (
-    "SELECT * FROM collie_take_many(?::text[], ?::text[], ?::text[], ?::integer[],"
-    " ?::bytea[], ?::text[], ?::text[])"
+# PostgreSQL: the settlements and the taps waiting at once, in one call (a row out for each
+# tap, by its place among the taps).
+_LEDGER_MANY: Final = (
+    "SELECT * FROM collie_ledger_many(?::integer[], ?::integer[], ?::text[], ?::text[],"
+    " ?::text[], ?::text[], ?::boolean[], ?::text[], ?::text[], ?::text[], ?::text[],"
+    " ?::text[], ?::integer[], ?::bytea[], ?::text[], ?::text[])"
 )
-_SETTLE_MANY: Final = (
-    "SELECT collie_settle_many(?::integer[], ?::integer[], ?::text[], ?::text[], ?::text[],"
-    " ?::text[], ?::boolean[], ?::text[], ?::text[])"
-)
-LANES: Final = 1  # ours: batches of takes (and of settlements) in flight at once, a worker
+# A tap or a settlement, with the time it is written at.
+Call = tuple[Tap | Settlement, str]
 
 
 class LedgerRepo:
@@ -61,27 +59,17 @@ class LedgerRepo:
 
     def __init__(self, db: Db) -> None:
         self.db = db
-        self._takes: Batches[tuple[Tap, str], Row] | None = None
-        self._settles: Batches[tuple[Settlement, str], None] | None = None
+        self._batches: Batches[Call, Row | None] | None = None
         if isinstance(db, SharedDb):  # one round trip and one commit a batch
-            self._takes = Batches(
-                lambda items: _take_many(db, items), alone=db.unwritten, lanes=LANES
-            )
-            self._settles = Batches(
-                lambda items: _settle_many(db, items), alone=db.unwritten, lanes=LANES
-            )
-            db.on_close(self._drain)
-
-    async def _drain(self) -> None:
-        for batches in (self._takes, self._settles):
-            if batches is not None:
-                await batches.drain()
+            self._batches = Batches(lambda items: _many(db, items), alone=db.unwritten)
+            db.on_close(self._batches.drain)
 
     async def take(self, tap: Tap, now: str) -> tuple[TapDecision, Record | None]:
         """Decide a tap against its record and the ask's claim, and write the decision: the
         record (pending, with the claim) before anything is sent. Also the record as it was."""
-        if self._takes is not None:
-            row = await self._takes((tap, now))
+        if self._batches is not None:
+            row = await self._batches((tap, now))
+            assert row is not None  # a tap's row
             existing = _row(row[1:11]) if row[1] is not None else None
             holder = str(row[11]) if row[11] is not None else None
             return on_tap(existing, holder, tap), existing
@@ -109,8 +97,8 @@ class LedgerRepo:
         """Write a send's result, releasing the ask's claim when it says so."""
         rec = settlement.record
         key = (rec.tap.agent, rec.tap.ask_id, rec.tap.request_id)
-        if self._settles is not None:
-            await self._settles((settlement, now))
+        if self._batches is not None:
+            await self._batches((settlement, now))
             return
 
         async def write(tx: Tx) -> None:
@@ -174,30 +162,28 @@ class LedgerRepo:
         return await self.db.read(lambda tx: tx.one(sql, (agent, ask_id))) is not None
 
 
-async def _take_many(db: SharedDb, items: Sequence[tuple[Tap, str]]) -> list[Row]:
-    """Taps decided and written in one call, in order: a row for each (its place first)."""
-    taps = [t for t, _ in items]
-    args = (
+async def _many(db: SharedDb, items: Sequence[Call]) -> list[Row | None]:
+    """Settlements and taps written in one call, each kind in order: a row for each tap (its
+    place first), None for each settlement."""
+    settles = [(c, now) for c, now in items if isinstance(c, Settlement)]
+    taps = [c for c, _ in items if isinstance(c, Tap)]
+    nows = [now for c, now in items if isinstance(c, Tap)]
+    settled = [
+        (*_update_args(s.record, now), s.release_claim, s.record.tap.agent, s.record.tap.ask_id)
+        for s, now in settles
+    ]
+    columns = list(zip(*settled, strict=True)) if settled else [()] * 9
+    args = [postgres_array(column) for column in columns] + [
         postgres_array([t.request_id for t in taps]),
         postgres_array([t.agent for t in taps]),
         postgres_array([t.ask_id for t in taps]),
         postgres_array([t.version for t in taps]),
         postgres_array([t.answer for t in taps]),
         postgres_array([t.phone for t in taps]),
-        postgres_array([now for _, now in items]),
-    )
-    rows = await db.once_all(_TAKE_MANY, args)
-    return sorted(rows, key=lambda row: int(row[0]))
-
-
-async def _settle_many(db: SharedDb, items: Sequence[tuple[Settlement, str]]) -> list[None]:
-    """Settlements written in one call, in order."""
-    rows = [
-        (*_update_args(s.record, now), s.release_claim, s.record.tap.agent, s.record.tap.ask_id)
-        for s, now in items
+        postgres_array(nows),
     ]
-    await db.once_all(_SETTLE_MANY, [postgres_array(column) for column in zip(*rows, strict=True)])
-    return [None] * len(items)
+    rows = iter(sorted(await db.once_all(_LEDGER_MANY, args), key=lambda row: int(row[0])))
+    return [next(rows) if isinstance(c, Tap) else None for c, _ in items]
 
 
 def _row(row: tuple[Any, ...]) -> Record:

@@ -157,6 +157,24 @@ _ONE_TRIP: Final = """
     END $$;
     """
 
+#: What ``collie_take_many`` returns for each tap: its place, the record as it was, the
+#: ask's claim holder.
+_TAP_ROWS: Final = """RETURNS TABLE (
+        o_i INTEGER, o_request TEXT, o_agent TEXT, o_ask TEXT, o_version INTEGER,
+        o_answer BYTEA, o_attempts INTEGER, o_settled INTEGER, o_outcome TEXT,
+        o_reason TEXT, o_phone TEXT, o_holder TEXT
+    )"""
+#: The named locks of a batch of taps, the asks' then the request ids', each in key order.
+_TAPS_LOCKED: Final = """FOR k IN
+                SELECT DISTINCT hashtextextended('ask' || chr(31) || t.a || chr(31) || t.s, 0)
+                FROM unnest(p_agents, p_asks) AS t(a, s) ORDER BY 1 LOOP
+                PERFORM pg_advisory_xact_lock(k);
+            END LOOP;
+            FOR k IN SELECT DISTINCT hashtextextended('request' || chr(31) || t.r, 0)
+                     FROM unnest(p_requests) AS t(r) ORDER BY 1 LOOP
+                PERFORM pg_advisory_xact_lock(k);
+            END LOOP;"""
+
 #: Taps decided and written in one call per batch (``collie_take_many``, store/ledger.py):
 #: the taps of one call in the order given, each as ``collie_take`` decides it alone (a
 #: later tap sees what an earlier one wrote), one row out per tap (``o_i``, its place). Every
@@ -167,16 +185,16 @@ _ONE_TRIP: Final = """
 #: same order, then each written in the order given, as one alone (an update of the
 #: unsettled record; its claim released when ``p_release`` says so). Each statement in them
 #: reads one row by its key, so its plan (made once per connection, maybe while the tables
-#: are empty) is an index's.
-_BATCHED: Final = """
+#: are empty) is an index's. Both in one call (``collie_ledger_many``): the settlements, then
+#: the taps; when there are both, every lock of the two first, in the same order.
+_BATCHED: Final = (
+    """
     CREATE FUNCTION collie_take_many(
         p_requests TEXT[], p_agents TEXT[], p_asks TEXT[], p_versions INTEGER[],
         p_answers BYTEA[], p_phones TEXT[], p_nows TEXT[]
-    ) RETURNS TABLE (
-        o_i INTEGER, o_request TEXT, o_agent TEXT, o_ask TEXT, o_version INTEGER,
-        o_answer BYTEA, o_attempts INTEGER, o_settled INTEGER, o_outcome TEXT,
-        o_reason TEXT, o_phone TEXT, o_holder TEXT
-    ) LANGUAGE plpgsql AS $$
+    ) """
+    + _TAP_ROWS
+    + """ LANGUAGE plpgsql AS $$
     DECLARE
         n INTEGER := coalesce(array_length(p_requests, 1), 0);
         k BIGINT;
@@ -189,14 +207,9 @@ _BATCHED: Final = """
             PERFORM pg_advisory_xact_lock(hashtextextended(
                 'request' || chr(31) || p_requests[1], 0));
         ELSE
-            FOR k IN SELECT DISTINCT hashtextextended('ask' || chr(31) || t.a || chr(31) || t.s, 0)
-                     FROM unnest(p_agents, p_asks) AS t(a, s) ORDER BY 1 LOOP
-                PERFORM pg_advisory_xact_lock(k);
-            END LOOP;
-            FOR k IN SELECT DISTINCT hashtextextended('request' || chr(31) || t.r, 0)
-                     FROM unnest(p_requests) AS t(r) ORDER BY 1 LOOP
-                PERFORM pg_advisory_xact_lock(k);
-            END LOOP;
+            """
+    + _TAPS_LOCKED
+    + """
             FOR r IN SELECT DISTINCT t.r FROM unnest(p_requests) AS t(r) ORDER BY 1 LOOP
                 PERFORM 1 FROM answers a WHERE a.request_id = r FOR UPDATE;
             END LOOP;
@@ -265,7 +278,36 @@ _BATCHED: Final = """
             END IF;
         END LOOP;
     END $$;
+
+    CREATE FUNCTION collie_ledger_many(
+        s_attempts INTEGER[], s_settled INTEGER[], s_outcomes TEXT[], s_reasons TEXT[],
+        s_nows TEXT[], s_requests TEXT[], s_release BOOLEAN[], s_agents TEXT[], s_asks TEXT[],
+        p_requests TEXT[], p_agents TEXT[], p_asks TEXT[], p_versions INTEGER[],
+        p_answers BYTEA[], p_phones TEXT[], p_nows TEXT[]
+    ) """
+    + _TAP_ROWS
+    + """ LANGUAGE plpgsql AS $$
+    DECLARE
+        k BIGINT;
+        r TEXT;
+    BEGIN
+        IF coalesce(array_length(s_requests, 1), 0) > 0
+                AND coalesce(array_length(p_requests, 1), 0) > 0 THEN
+            """
+    + _TAPS_LOCKED
+    + """
+            FOR r IN SELECT DISTINCT t.r FROM unnest(s_requests || p_requests) AS t(r)
+                     ORDER BY 1 LOOP
+                PERFORM 1 FROM answers a WHERE a.request_id = r FOR UPDATE;
+            END LOOP;
+        END IF;
+        PERFORM collie_settle_many(s_attempts, s_settled, s_outcomes, s_reasons, s_nows,
+                                   s_requests, s_release, s_agents, s_asks);
+        RETURN QUERY SELECT * FROM collie_take_many(p_requests, p_agents, p_asks, p_versions,
+                                                    p_answers, p_phones, p_nows);
+    END $$;
     """
+)
 
 DELTAS: Final[tuple[str, ...]] = (
     """

@@ -200,6 +200,22 @@ async def test_T1_a_batch_across_two_agents_claims_each_agents_ask(open_store: O
         assert (still.action, still.record.outcome) == (Action.REPLY, Outcome.ANSWERED)
 
 
+async def test_T1_a_settlement_and_a_tap_of_its_ask_waiting_together(open_store: Open) -> None:
+    async with opened(open_store) as store:
+        decision, _ = await store.ledger.take(tap("r1"), NOW)
+        # On PostgreSQL the settlement and the tap go in one statement after the first tap.
+        _, _, (fresh, _) = await asyncio.gather(
+            store.ledger.take(tap("first", ask="a0"), NOW),
+            store.ledger.settle(on_result(decision.record, "expired"), NOW),
+            store.ledger.take(tap("r2"), NOW),
+        )
+        assert (fresh.action, fresh.claim) == (Action.SEND, True)  # the claim was released
+        rec = await store.ledger.record("r1")
+        assert rec is not None
+        assert (rec.settled, rec.outcome) == (True, Outcome.EXPIRED)
+        assert await store.ledger.unsettled() == {"first": ("desk", "a0"), "r2": ("desk", "a1")}
+
+
 async def test_mirrors_flushed_are_what_the_next_run_loads(open_store: Open) -> None:
     at = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
     async with opened(open_store) as store:
