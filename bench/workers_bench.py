@@ -3,7 +3,8 @@ through the ledger (T1), an agent's commit to the phones' streams (D1), and fail
 the agent's follower is killed -9.
 
 Run: ``python bench/workers_bench.py [--seconds S] [--concurrency C] [--streams N] [--asks N]
-[--lease S] [--kills N] [--py-spy DIR]``; about 2–3 minutes with the defaults. The targets
+[--lease S] [--kills N] [--py-spy DIR] [--before DIR] [--only ledger|balance]``; about 2–3
+minutes with the defaults. The targets
 (one PostgreSQL worker ≥ 3,000 answers a second, three ≥ 1.5× one; commit to phone event
 with three workers at p99 within 1.2× one SQLite worker's, and ≤ 20 ms on a quiet machine)
 are printed MET or MISSED, beside the load average the run saw. ``--py-spy DIR`` samples
@@ -16,7 +17,10 @@ Each worker is a process of its own that opens the store as the gateway does
 each on a fresh ask. PostgreSQL is a throw-away server this bench starts
 (``fixtures/postgres.py``): durability off, as in the tests, and again on a second server
 with durability on (fsync and synchronous commits, as a production server). The agent's
-round trip is not in it (bench/answer_bench.py).
+round trip is not in it (bench/answer_bench.py). ``--before DIR`` runs each of these again,
+right before it and on the same server, with the code of another checkout (e.g. ``git
+archive <commit> | tar -x -C DIR``), shown as ``… (before)``: a change and the code before it
+measured under the same load; so is each PostgreSQL run of the commit to phone event.
 
 **Commit to phone event.** An SDK agent in this process raises ``--asks`` asks, one every
 50 ms; ``--streams`` live streams (``GET /api/v1/events``), spread over the workers, each
@@ -146,9 +150,11 @@ async def run(
     seconds: float,
     concurrency: int,
     server: ThrowawayPostgres | None = None,
+    repo: Path = REPO,
 ) -> Rate:
-    """Answers a second of ``workers`` processes on one store."""
+    """Answers a second of ``workers`` processes on one store (with the code in ``repo``)."""
     args = [str(db), url or "", str(seconds), str(concurrency)]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
     procs = [
         await asyncio.create_subprocess_exec(
             sys.executable,
@@ -157,7 +163,8 @@ async def run(
             "--child",
             f"w{i}",
             *args,
-            cwd=REPO,
+            cwd=repo,
+            env=env,
             stdout=asyncio.subprocess.PIPE,
         )
         for i in range(workers)
@@ -174,22 +181,32 @@ def child(name: str, db: str, url: str, seconds: str, concurrency: str) -> None:
     print(count, cpu)
 
 
-async def ledger(servers: Sequence[ThrowawayPostgres], seconds: float, concurrency: int) -> Figures:
+async def ledger(
+    servers: Sequence[ThrowawayPostgres],
+    seconds: float,
+    concurrency: int,
+    before: Path | None = None,
+) -> Figures:
     """Answers a second: one SQLite worker, one and three on PostgreSQL (each server); and
-    the CPU time an answer took in the workers and in the server (``…: cpu us`` keys)."""
+    the CPU time an answer took in the workers and in the server (``…: cpu us`` keys). With
+    ``before``, each also with that checkout's code, just before (``… (before)``)."""
     rates: Figures = {}
+    got: dict[str, Rate] = {}
+    repos = [(before, " (before)"), (REPO, "")] if before is not None else [(REPO, "")]
     with tempfile.TemporaryDirectory() as tmp:
-        got = {"sqlite, 1 worker": await run(Path(tmp) / "g.db", None, 1, seconds, concurrency)}
+        for repo, tag in repos:
+            db = Path(tmp) / f"g{tag}.db"
+            got[f"sqlite, 1 worker{tag}"] = await run(db, None, 1, seconds, concurrency, None, repo)
         for server in servers:
             for workers in (1, 3):
-                url = new_database(server.url())
-                try:
-                    rate = await run(
-                        Path(tmp) / "unused.db", url, workers, seconds, concurrency, server
-                    )
-                finally:
-                    drop_database(server.url(), url)
-                got[label_of(backend_of(server), workers)] = rate
+                for repo, tag in repos:
+                    url = new_database(server.url())
+                    try:
+                        unused = Path(tmp) / "unused.db"
+                        rate = await run(unused, url, workers, seconds, concurrency, server, repo)
+                    finally:
+                        drop_database(server.url(), url)
+                    got[label_of(backend_of(server), workers) + tag] = rate
     for label, rate in got.items():
         rates[label] = rate.answers
     for label, rate in got.items():
@@ -240,14 +257,21 @@ def free_port() -> int:
 
 
 async def spawn(
-    tmp: Path, db: str, log: Path, port: int, env: Mapping[str, str] | None = None
+    tmp: Path,
+    db: str,
+    log: Path,
+    port: int,
+    env: Mapping[str, str] | None = None,
+    repo: Path = REPO,
 ) -> Gateway:
-    """Start ``collie_gateway serve -v`` for ``tmp/sources.json`` on ``db`` (not waited for)."""
+    """Start ``collie_gateway serve -v`` for ``tmp/sources.json`` on ``db`` (not waited for),
+    with the code in ``repo``."""
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(repo)}
     with log.open("ab") as out:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "collie_gateway", "serve", "-v",
             "--sources", str(tmp / "sources.json"), "--db", db, "--port", str(port),
-            cwd=REPO, stdout=out, stderr=out, env={**os.environ, **(env or {})},
+            cwd=repo, stdout=out, stderr=out, env=env,
         )  # fmt: skip
     return Gateway(proc, f"http://127.0.0.1:{port}", log, port)
 
@@ -269,10 +293,10 @@ async def wait_ready(gateway: Gateway, within: float = 60.0) -> float:
 
 
 async def start_worker(
-    tmp: Path, db: str, name: str, env: Mapping[str, str] | None = None
+    tmp: Path, db: str, name: str, env: Mapping[str, str] | None = None, repo: Path = REPO
 ) -> Gateway:
     """A gateway process on ``db``, once its agent is ready; its log is ``tmp/name.log``."""
-    gateway = await spawn(tmp, db, tmp / f"{name}.log", free_port(), env)
+    gateway = await spawn(tmp, db, tmp / f"{name}.log", free_port(), env, repo)
     await wait_ready(gateway)
     return gateway
 
@@ -364,7 +388,7 @@ class Latency:
 
 
 async def stream_latency(
-    dbs: list[str], streams: int, asks: int, spy: Path | None = None
+    dbs: list[str], streams: int, asks: int, spy: Path | None = None, repo: Path = REPO
 ) -> Latency:
     """Seconds from an ask's commit to its ``ask.raised`` on every stream; with ``spy``,
     each worker sampled by py-spy meanwhile."""
@@ -374,7 +398,7 @@ async def stream_latency(
             started: list[Gateway] = []
             try:
                 for i, db in enumerate(dbs):
-                    started.append(await start_worker(tmp, db, f"w{i}"))
+                    started.append(await start_worker(tmp, db, f"w{i}", None, repo))
                 found = holder(started)
                 held = found[0] if found is not None else None
                 connector = aiohttp.TCPConnector(limit=0)
@@ -422,21 +446,27 @@ async def latencies(
     streams: int,
     asks: int,
     spy: Path | None = None,
+    before: Path | None = None,
 ) -> tuple[Figures, dict[str, str]]:
     """p50 and p99 (ms) of commit to phone event: one SQLite worker, one and three on
     PostgreSQL (and, with three, on the holder's streams and on the others'), three on
-    PostgreSQL with durability on; py-spy's top of each of the three (``spy``)."""
+    PostgreSQL with durability on; py-spy's top of each of the three (``spy``). With
+    ``before``, each PostgreSQL run also with that checkout's code, just before it."""
     figures: Figures = {}
     profiles: dict[str, str] = {}
-    runs = ((None, 1), (fast, 1), (fast, 3), (durable, 3))
+    runs: list[tuple[ThrowawayPostgres | None, int, Path, str]] = [(None, 1, REPO, "")]
+    for pg, count in ((fast, 1), (fast, 3), (durable, 3)):
+        if before is not None:
+            runs.append((pg, count, before, " (before)"))
+        runs.append((pg, count, REPO, ""))
     with tempfile.TemporaryDirectory() as tmp:
-        for server, workers in runs:
-            label = label_of("sqlite" if server is None else backend_of(server), workers)
+        for server, workers, repo, tag in runs:
+            label = label_of("sqlite" if server is None else backend_of(server), workers) + tag
             url = new_database(server.url()) if server is not None else ""
-            watched = spy if server is fast and workers == 3 else None
+            watched = spy if server is fast and workers == 3 and not tag else None
             try:
                 dbs = [url] * workers if url else [str(Path(tmp) / "g.db")]
-                got = await stream_latency(dbs, streams, asks, watched)
+                got = await stream_latency(dbs, streams, asks, watched, repo)
             finally:
                 if server is not None:
                     drop_database(server.url(), url)
@@ -693,8 +723,15 @@ async def main(options: argparse.Namespace) -> tuple[dict[str, Figures], dict[st
             )
         return {"balance": figures}, {}
     with ThrowawayPostgres() as server, ThrowawayPostgres(durable=True) as durable:
-        results["ledger"] = await ledger((server, durable), options.seconds, options.concurrency)
-        lat, profiles = await latencies(server, durable, options.streams, options.asks, spy)
+        results["ledger"] = await ledger(
+            (server, durable), options.seconds, options.concurrency, options.before
+        )
+        if options.only == "ledger":
+            results["load"]["after"] = os.getloadavg()[0]
+            return results, {}
+        lat, profiles = await latencies(
+            server, durable, options.streams, options.asks, spy, options.before
+        )
         results["latency"] = lat
         results["failover"] = await failover(server, options.lease, options.kills)
         results["balance"] = await balance(
@@ -707,14 +744,20 @@ async def main(options: argparse.Namespace) -> tuple[dict[str, Figures], dict[st
 
 def targets(results: dict[str, Figures]) -> list[tuple[str, bool, str]]:
     """Each target: what it asks, whether this run met it, the figures it was judged on."""
-    rates, lat = results["ledger"], results["latency"]
+    rates = results["ledger"]
     one, three = rates["postgresql, 1 worker"], rates["postgresql, 3 workers"]
+    met = [
+        ("one postgresql worker >= 3,000 answers/s", one >= 3000, f"{one:.0f}/s"),
+        ("three workers >= 1.5x one", three >= 1.5 * one, f"{three:.0f}/s = {ratio(three, one)}"),
+    ]
+    if "latency" not in results:
+        return met
+    lat = results["latency"]
     p99 = lat["postgresql, 3 workers: p99 ms"]
     base = lat["sqlite, 1 worker: p99 ms"]
     load = max(results["load"].values())
     return [
-        ("one postgresql worker >= 3,000 answers/s", one >= 3000, f"{one:.0f}/s"),
-        ("three workers >= 1.5x one", three >= 1.5 * one, f"{three:.0f}/s = {ratio(three, one)}"),
+        *met,
         (
             "3 workers' p99, commit to phone <= 1.2x sqlite's",
             p99 <= 1.2 * base,
@@ -749,6 +792,9 @@ def report(
         cpu = rates[f"{label}: workers cpu us"], rates[f"{label}: server cpu us"]
         spent = f"; CPU an answer: workers {cpu[0]:4.0f} us, server {cpu[1]:4.0f} us"
         row(label, f"{value:8.0f}/s{beside}{spent}")
+    if options.only == "ledger":
+        report_targets(results)
+        return
 
     lat = results["latency"]
     heading(
@@ -782,6 +828,10 @@ def report(
     for worker, top in profiles.items():
         heading(f"py-spy: {worker}, 3 postgresql workers, commit to phone event")
         print(top)
+    report_targets(results)
+
+
+def report_targets(results: dict[str, Figures]) -> None:
     heading("targets")
     for what, met, figures in targets(results):
         row(what, f"{verdict(met):<7} {figures}")
@@ -802,7 +852,10 @@ if __name__ == "__main__":
     parser.add_argument("--py-spy", type=Path, help="py-spy each of 3 workers, output here")
     parser.add_argument("--balance-agents", type=int, default=30, help="agents to balance")
     parser.add_argument("--balance-items", type=int, default=300, help="items for the CPU")
-    parser.add_argument("--only", choices=["balance"], help="run this part alone")
+    parser.add_argument("--only", choices=["ledger", "balance"], help="run this part alone")
+    parser.add_argument(
+        "--before", type=Path, help="a checkout of the code before: its ledger figures beside"
+    )
     options = parser.parse_args()
     if options.py_spy is not None:
         options.py_spy.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
@@ -113,6 +113,16 @@ class SharedDb(Db, Protocol):
         its first row, if it returns rows."""
         ...
 
+    async def once_all(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        """Run one statement that returns rows as a transaction of its own, in one round
+        trip to the server; every row."""
+        ...
+
+    def unwritten(self, exc: Exception) -> bool:
+        """Whether a statement that raised ``exc`` surely wrote nothing: the server refused
+        it, or it was refused before it was sent (not a connection lost on the way)."""
+        ...
+
 
 def drive(step: Coroutine[Any, Any, T]) -> T:
     """Run a transaction's coroutine whose awaits never wait (SQLite's statements) to its
@@ -150,6 +160,25 @@ def postgres_text(sql: str) -> str:
     if text is None:
         text = _postgres_texts[sql] = sql.replace("%", "%%").replace("?", "%s")
     return text
+
+
+def postgres_array(values: Iterable[str | int | bytes | None]) -> str:
+    """``values`` in PostgreSQL's text form of an array, for a parameter the statement casts
+    (``?::text[]``, ``?::bytea[]``…): made in one pass, where psycopg's own adaptation of a
+    list looks at every element to find its type, several times the cost."""
+    return "{" + ",".join(map(_element, values)) + "}"
+
+
+def _element(value: str | int | bytes | None) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, bytes):
+        return '"\\\\x' + value.hex() + '"'  # bytea's hex form, its backslash escaped
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # The schema's column types, written as SQLite's, as PostgreSQL takes them.

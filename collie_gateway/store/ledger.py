@@ -4,14 +4,17 @@ The pure decisions (:func:`~collie_gateway.core.answers.on_tap`, ``on_result``) 
 the transactions here, so a decision and its write are one step. With several workers the
 taps of one ask take turns on a lock named by the ask (and one named by the request id), so
 two taps of one ask on two workers see each other's claim; a record one worker settled stays
-settled (its agent's word came first). On PostgreSQL a tap's decision and a settlement are
-one statement each, one round trip (``collie_take``, made by the schema, store/schema.py;
-a settlement's update and claim release in one statement): the same locks, the same writes.
+settled (its agent's word came first). On PostgreSQL the taps and settlements waiting at
+once are written in one statement, one round trip and one commit (``collie_ledger_many``,
+made by the schema, store/schema.py): group commit (store/batches.py). The settlements go
+first, then the taps, each in the order it came, each tap decided as it would be alone,
+under the same locks, with the same writes; a lone call goes at once.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Final
 
 from collie_gateway.core.answers import (
     Action,
@@ -23,7 +26,8 @@ from collie_gateway.core.answers import (
     on_result,
     on_tap,
 )
-from collie_gateway.store.engine import Db, SharedDb, Tx
+from collie_gateway.store.batches import Batches
+from collie_gateway.store.engine import Db, Row, SharedDb, Tx, postgres_array
 
 _COLUMNS = "request_id, agent, ask_id, version, answer, attempts, settled, outcome, reason, phone"
 _INSERT = (
@@ -39,15 +43,15 @@ _CLAIM = (
     " ON CONFLICT (agent, ask_id) DO NOTHING"
 )
 _RELEASE = "DELETE FROM claims WHERE agent = ? AND ask_id = ? AND request_id = ?"
-# PostgreSQL: a tap decided in one call; a settlement (its update, the claim released when
-# ``?`` is true) in one statement.
-_TAKE_ONCE = (
-    "SELECT * FROM collie_take(?::text, ?::text, ?::text, ?::integer, ?::bytea, ?::text, ?::text)"
+# PostgreSQL: the settlements and the taps waiting at once, in one call (a row out for each
+# tap, by its place among the taps).
+_LEDGER_MANY: Final = (
+    "SELECT * FROM collie_ledger_many(?::integer[], ?::integer[], ?::text[], ?::text[],"
+    " ?::text[], ?::text[], ?::boolean[], ?::text[], ?::text[], ?::text[], ?::text[],"
+    " ?::text[], ?::integer[], ?::bytea[], ?::text[], ?::text[])"
 )
-_SETTLE_ONCE = (
-    f"WITH settled AS ({_UPDATE} RETURNING 1) "
-    "DELETE FROM claims WHERE ?::boolean AND agent = ? AND ask_id = ? AND request_id = ?"
-)
+# A tap or a settlement, with the time it is written at.
+Call = tuple[Tap | Settlement, str]
 
 
 class LedgerRepo:
@@ -55,18 +59,19 @@ class LedgerRepo:
 
     def __init__(self, db: Db) -> None:
         self.db = db
-        self._once = db if isinstance(db, SharedDb) else None  # one round trip a call
+        self._batches: Batches[Call, Row | None] | None = None
+        if isinstance(db, SharedDb):  # one round trip and one commit a batch
+            self._batches = Batches(lambda items: _many(db, items), alone=db.unwritten)
+            db.on_close(self._batches.drain)
 
     async def take(self, tap: Tap, now: str) -> tuple[TapDecision, Record | None]:
         """Decide a tap against its record and the ask's claim, and write the decision: the
         record (pending, with the claim) before anything is sent. Also the record as it was."""
-        if self._once is not None:
-            t = tap
-            args = (t.request_id, t.agent, t.ask_id, t.version, t.answer, t.phone, now)
-            row = await self._once.once(_TAKE_ONCE, args)
-            assert row is not None  # the function returns one row
-            existing = _row(row[:10]) if row[0] is not None else None
-            holder = str(row[10]) if row[10] is not None else None
+        if self._batches is not None:
+            row = await self._batches((tap, now))
+            assert row is not None  # a tap's row
+            existing = _row(row[1:11]) if row[1] is not None else None
+            holder = str(row[11]) if row[11] is not None else None
             return on_tap(existing, holder, tap), existing
 
         async def decide(tx: Tx) -> tuple[TapDecision, Record | None]:
@@ -92,9 +97,8 @@ class LedgerRepo:
         """Write a send's result, releasing the ask's claim when it says so."""
         rec = settlement.record
         key = (rec.tap.agent, rec.tap.ask_id, rec.tap.request_id)
-        if self._once is not None:
-            args = (*_update_args(rec, now), settlement.release_claim, *key)
-            await self._once.once(_SETTLE_ONCE, args)
+        if self._batches is not None:
+            await self._batches((settlement, now))
             return
 
         async def write(tx: Tx) -> None:
@@ -156,6 +160,30 @@ class LedgerRepo:
         """Whether any tap was recorded for this ask."""
         sql = "SELECT 1 FROM answers WHERE agent = ? AND ask_id = ? LIMIT 1"
         return await self.db.read(lambda tx: tx.one(sql, (agent, ask_id))) is not None
+
+
+async def _many(db: SharedDb, items: Sequence[Call]) -> list[Row | None]:
+    """Settlements and taps written in one call, each kind in order: a row for each tap (its
+    place first), None for each settlement."""
+    settles = [(c, now) for c, now in items if isinstance(c, Settlement)]
+    taps = [c for c, _ in items if isinstance(c, Tap)]
+    nows = [now for c, now in items if isinstance(c, Tap)]
+    settled = [
+        (*_update_args(s.record, now), s.release_claim, s.record.tap.agent, s.record.tap.ask_id)
+        for s, now in settles
+    ]
+    columns = list(zip(*settled, strict=True)) if settled else [()] * 9
+    args = [postgres_array(column) for column in columns] + [
+        postgres_array([t.request_id for t in taps]),
+        postgres_array([t.agent for t in taps]),
+        postgres_array([t.ask_id for t in taps]),
+        postgres_array([t.version for t in taps]),
+        postgres_array([t.answer for t in taps]),
+        postgres_array([t.phone for t in taps]),
+        postgres_array(nows),
+    ]
+    rows = iter(sorted(await db.once_all(_LEDGER_MANY, args), key=lambda row: int(row[0])))
+    return [next(rows) if isinstance(c, Tap) else None for c, _ in items]
 
 
 def _row(row: tuple[Any, ...]) -> Record:

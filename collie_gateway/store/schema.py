@@ -157,6 +157,158 @@ _ONE_TRIP: Final = """
     END $$;
     """
 
+#: What ``collie_take_many`` returns for each tap: its place, the record as it was, the
+#: ask's claim holder.
+_TAP_ROWS: Final = """RETURNS TABLE (
+        o_i INTEGER, o_request TEXT, o_agent TEXT, o_ask TEXT, o_version INTEGER,
+        o_answer BYTEA, o_attempts INTEGER, o_settled INTEGER, o_outcome TEXT,
+        o_reason TEXT, o_phone TEXT, o_holder TEXT
+    )"""
+#: The named locks of a batch of taps, the asks' then the request ids', each in key order.
+_TAPS_LOCKED: Final = """FOR k IN
+                SELECT DISTINCT hashtextextended('ask' || chr(31) || t.a || chr(31) || t.s, 0)
+                FROM unnest(p_agents, p_asks) AS t(a, s) ORDER BY 1 LOOP
+                PERFORM pg_advisory_xact_lock(k);
+            END LOOP;
+            FOR k IN SELECT DISTINCT hashtextextended('request' || chr(31) || t.r, 0)
+                     FROM unnest(p_requests) AS t(r) ORDER BY 1 LOOP
+                PERFORM pg_advisory_xact_lock(k);
+            END LOOP;"""
+
+#: Taps decided and written in one call per batch (``collie_take_many``, store/ledger.py):
+#: the taps of one call in the order given, each as ``collie_take`` decides it alone (a
+#: later tap sees what an earlier one wrote), one row out per tap (``o_i``, its place). Every
+#: named lock is taken first, the asks' then the request ids', each in the order of their
+#: keys, then the records already kept, in the order of their ids (a lone tap's: its own):
+#: two batches (or a batch and a settlement) never wait on each other in a circle.
+#: Settlements in one call per batch (``collie_settle_many``): their records held in the
+#: same order, then each written in the order given, as one alone (an update of the
+#: unsettled record; its claim released when ``p_release`` says so). Each statement in them
+#: reads one row by its key, so its plan (made once per connection, maybe while the tables
+#: are empty) is an index's. Both in one call (``collie_ledger_many``): the settlements, then
+#: the taps; when there are both, every lock of the two first, in the same order.
+_BATCHED: Final = (
+    """
+    CREATE FUNCTION collie_take_many(
+        p_requests TEXT[], p_agents TEXT[], p_asks TEXT[], p_versions INTEGER[],
+        p_answers BYTEA[], p_phones TEXT[], p_nows TEXT[]
+    ) """
+    + _TAP_ROWS
+    + """ LANGUAGE plpgsql AS $$
+    DECLARE
+        n INTEGER := coalesce(array_length(p_requests, 1), 0);
+        k BIGINT;
+        r TEXT;
+        rec answers%ROWTYPE;
+    BEGIN
+        IF n = 1 THEN  -- a lone tap: its two locks, as collie_take takes them
+            PERFORM pg_advisory_xact_lock(hashtextextended(
+                'ask' || chr(31) || p_agents[1] || chr(31) || p_asks[1], 0));
+            PERFORM pg_advisory_xact_lock(hashtextextended(
+                'request' || chr(31) || p_requests[1], 0));
+        ELSE
+            """
+    + _TAPS_LOCKED
+    + """
+            FOR r IN SELECT DISTINCT t.r FROM unnest(p_requests) AS t(r) ORDER BY 1 LOOP
+                PERFORM 1 FROM answers a WHERE a.request_id = r FOR UPDATE;
+            END LOOP;
+        END IF;
+        FOR i IN 1 .. n LOOP
+            o_i := i;
+            o_request := NULL; o_agent := NULL; o_ask := NULL; o_version := NULL;
+            o_answer := NULL; o_attempts := NULL; o_settled := NULL; o_outcome := NULL;
+            o_reason := NULL; o_phone := NULL; o_holder := NULL;
+            SELECT * INTO rec FROM answers a WHERE a.request_id = p_requests[i] FOR UPDATE;
+            IF FOUND THEN
+                o_request := rec.request_id; o_agent := rec.agent; o_ask := rec.ask_id;
+                o_version := rec.version; o_answer := rec.answer; o_attempts := rec.attempts;
+                o_settled := rec.settled; o_outcome := rec.outcome; o_reason := rec.reason;
+                o_phone := rec.phone;
+                IF rec.agent = p_agents[i] AND rec.ask_id = p_asks[i]
+                        AND rec.version = p_versions[i] AND rec.answer = p_answers[i]
+                        AND rec.settled = 0 THEN
+                    UPDATE answers SET attempts = rec.attempts + 1, updated_at = p_nows[i]
+                        WHERE request_id = p_requests[i];
+                END IF;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+            SELECT c.request_id INTO o_holder FROM claims c
+                WHERE c.agent = p_agents[i] AND c.ask_id = p_asks[i];
+            IF o_holder IS NOT NULL AND o_holder <> p_requests[i] THEN
+                INSERT INTO answers(request_id, agent, ask_id, version, answer, attempts,
+                                    settled, outcome, reason, phone, created_at, updated_at)
+                    VALUES (p_requests[i], p_agents[i], p_asks[i], p_versions[i],
+                            p_answers[i], 0, 1, 'answered', NULL, p_phones[i], p_nows[i],
+                            p_nows[i]);
+            ELSE
+                INSERT INTO answers(request_id, agent, ask_id, version, answer, attempts,
+                                    settled, outcome, reason, phone, created_at, updated_at)
+                    VALUES (p_requests[i], p_agents[i], p_asks[i], p_versions[i],
+                            p_answers[i], 1, 0, NULL, NULL, p_phones[i], p_nows[i], p_nows[i]);
+                INSERT INTO claims(agent, ask_id, request_id)
+                    VALUES (p_agents[i], p_asks[i], p_requests[i])
+                    ON CONFLICT (agent, ask_id) DO NOTHING;
+            END IF;
+            RETURN NEXT;
+        END LOOP;
+    END $$;
+
+    CREATE FUNCTION collie_settle_many(
+        p_attempts INTEGER[], p_settled INTEGER[], p_outcomes TEXT[], p_reasons TEXT[],
+        p_nows TEXT[], p_requests TEXT[], p_release BOOLEAN[], p_agents TEXT[], p_asks TEXT[]
+    ) RETURNS VOID LANGUAGE plpgsql AS $$
+    DECLARE
+        n INTEGER := coalesce(array_length(p_requests, 1), 0);
+        r TEXT;
+    BEGIN
+        IF n > 1 THEN  -- a lone settlement's update holds its row
+            FOR r IN SELECT DISTINCT t.r FROM unnest(p_requests) AS t(r) ORDER BY 1 LOOP
+                PERFORM 1 FROM answers a WHERE a.request_id = r FOR UPDATE;
+            END LOOP;
+        END IF;
+        FOR i IN 1 .. n LOOP
+            UPDATE answers SET attempts = p_attempts[i], settled = p_settled[i],
+                    outcome = p_outcomes[i], reason = p_reasons[i], updated_at = p_nows[i]
+                WHERE request_id = p_requests[i] AND settled = 0;
+            IF p_release[i] THEN
+                DELETE FROM claims WHERE agent = p_agents[i] AND ask_id = p_asks[i]
+                    AND request_id = p_requests[i];
+            END IF;
+        END LOOP;
+    END $$;
+
+    CREATE FUNCTION collie_ledger_many(
+        s_attempts INTEGER[], s_settled INTEGER[], s_outcomes TEXT[], s_reasons TEXT[],
+        s_nows TEXT[], s_requests TEXT[], s_release BOOLEAN[], s_agents TEXT[], s_asks TEXT[],
+        p_requests TEXT[], p_agents TEXT[], p_asks TEXT[], p_versions INTEGER[],
+        p_answers BYTEA[], p_phones TEXT[], p_nows TEXT[]
+    ) """
+    + _TAP_ROWS
+    + """ LANGUAGE plpgsql AS $$
+    DECLARE
+        k BIGINT;
+        r TEXT;
+    BEGIN
+        IF coalesce(array_length(s_requests, 1), 0) > 0
+                AND coalesce(array_length(p_requests, 1), 0) > 0 THEN
+            """
+    + _TAPS_LOCKED
+    + """
+            FOR r IN SELECT DISTINCT t.r FROM unnest(s_requests || p_requests) AS t(r)
+                     ORDER BY 1 LOOP
+                PERFORM 1 FROM answers a WHERE a.request_id = r FOR UPDATE;
+            END LOOP;
+        END IF;
+        PERFORM collie_settle_many(s_attempts, s_settled, s_outcomes, s_reasons, s_nows,
+                                   s_requests, s_release, s_agents, s_asks);
+        RETURN QUERY SELECT * FROM collie_take_many(p_requests, p_agents, p_asks, p_versions,
+                                                    p_answers, p_phones, p_nows);
+    END $$;
+    """
+)
+
 DELTAS: Final[tuple[str, ...]] = (
     """
     CREATE TABLE agents (
@@ -295,10 +447,12 @@ DELTAS: Final[tuple[str, ...]] = (
     # The shared store's one-round-trip transactions (PostgreSQL only, see ``ONLY``): a
     # tap's decision (store/ledger.py) and an append to the shared log (store/pg/events.py).
     _ONE_TRIP,
+    # Taps in batches (PostgreSQL only): the ledger's group commit (store/ledger.py).
+    _BATCHED,
 )
 
 #: Steps only one engine takes, by index.
-ONLY: Final[dict[int, str]] = {7: POSTGRESQL, 8: POSTGRESQL}
+ONLY: Final[dict[int, str]] = {7: POSTGRESQL, 8: POSTGRESQL, 9: POSTGRESQL}
 LATEST: Final = len(DELTAS)
 #: The last version of PostgreSQL's history before this one, and its version here.
 POSTGRES_HISTORY_LAST: Final = 5

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from collie_gateway.core.answers import Action, Outcome, Tap, on_result
+from collie_gateway.core.answers import Action, Outcome, Record, Tap, TapDecision, on_result
 from collie_gateway.core.mirror import LinkState
 from collie_gateway.core.notes import Note
 from collie_gateway.core.phones import CodeState, Effect, Pairing, Phone, Scope, code_hash
@@ -117,6 +117,103 @@ async def test_T1_two_workers_racing_taps_on_one_ask_send_exactly_one(open_store
         assert len(sends) == 1
         assert await one.ledger.unsettled() == {sends[0]: ("desk", "a1")}
         assert await two.ledger.unsettled() == {sends[0]: ("desk", "a1")}
+
+
+async def taken_together(store: Stores, *taps: Tap) -> list[tuple[TapDecision, Record | None]]:
+    """``taps`` taken at once, after a first tap that goes alone (on PostgreSQL they wait for
+    it and go as one batch, in this order; on SQLite one after another)."""
+    results = await asyncio.gather(
+        store.ledger.take(tap("first", ask="a0"), NOW), *(store.ledger.take(t, NOW) for t in taps)
+    )
+    return results[1:]
+
+
+async def test_T1_a_batch_with_one_request_id_twice_sends_it_again_as_alone(
+    open_store: Open,
+) -> None:
+    async with opened(open_store) as store:
+        (one, before), (two, seen) = await taken_together(store, tap("r1"), tap("r1"))
+        assert (one.action, one.claim, one.record.attempts, before) == (Action.SEND, True, 1, None)
+        assert (two.action, two.record.attempts) == (Action.SEND, 2)
+        assert seen is not None
+        assert seen.attempts == 1
+        # Its two settlements at once: applied in order (the second, the agent's word, last).
+        await asyncio.gather(
+            store.ledger.settle(on_result(one.record, None), NOW),
+            store.ledger.settle(on_result(two.record, "accepted"), NOW),
+        )
+        rec = await store.ledger.record("r1")
+        assert rec is not None
+        assert (rec.settled, rec.outcome, rec.attempts) == (True, Outcome.ACCEPTED, 2)
+        assert set(await store.ledger.unsettled()) == {"first"}
+
+
+async def test_T1_a_batch_where_one_answer_conflicts_keeps_the_others_decisions(
+    open_store: Open,
+) -> None:
+    async with opened(open_store) as store:
+        results = await taken_together(
+            store, tap("r1"), tap("r1", answer=b'{"option":"deny"}'), tap("r2"), tap("r3", ask="a2")
+        )
+        (sent, _), (conflict, kept), (lost, _), (other, _) = results
+        assert (sent.action, sent.claim) == (Action.SEND, True)
+        assert (conflict.action, conflict.conflict, conflict.record.outcome) == (
+            Action.REPLY,
+            True,
+            Outcome.REFUSED,
+        )
+        assert conflict.record.tap.answer == b'{"option":"allow"}'  # the kept answer
+        assert kept is not None
+        assert kept.attempts == 1
+        assert (lost.action, lost.record.outcome) == (Action.REPLY, Outcome.ANSWERED)
+        assert (other.action, other.claim) == (Action.SEND, True)
+        assert await store.ledger.unsettled() == {
+            "first": ("desk", "a0"),
+            "r1": ("desk", "a1"),
+            "r3": ("desk", "a2"),
+        }
+        r2 = await store.ledger.record("r2")
+        assert r2 is not None
+        assert (r2.settled, r2.outcome) == (True, Outcome.ANSWERED)
+
+
+async def test_T1_a_batch_across_two_agents_claims_each_agents_ask(open_store: Open) -> None:
+    async with opened(open_store) as store:
+        other = Tap("r2", "shed", "a1", 1, b'{"option":"allow"}')
+        (desk, _), (shed, _), (late, _) = await taken_together(store, tap("r1"), other, tap("r3"))
+        assert [(d.action, d.claim) for d in (desk, shed)] == [(Action.SEND, True)] * 2
+        assert (late.action, late.record.outcome) == (Action.REPLY, Outcome.ANSWERED)
+        assert await store.ledger.unsettled() == {
+            "first": ("desk", "a0"),
+            "r1": ("desk", "a1"),
+            "r2": ("shed", "a1"),
+        }
+        await asyncio.gather(
+            store.ledger.settle(on_result(desk.record, "expired"), NOW),
+            store.ledger.settle(on_result(shed.record, "accepted"), NOW),
+        )
+        assert set(await store.ledger.unsettled()) == {"first"}
+        (again, _), (still, _) = await taken_together(
+            store, tap("r4"), Tap("r5", "shed", "a1", 1, b"{}")
+        )
+        assert (again.action, again.claim) == (Action.SEND, True)  # desk's claim was released
+        assert (still.action, still.record.outcome) == (Action.REPLY, Outcome.ANSWERED)
+
+
+async def test_T1_a_settlement_and_a_tap_of_its_ask_waiting_together(open_store: Open) -> None:
+    async with opened(open_store) as store:
+        decision, _ = await store.ledger.take(tap("r1"), NOW)
+        # On PostgreSQL the settlement and the tap go in one statement after the first tap.
+        _, _, (fresh, _) = await asyncio.gather(
+            store.ledger.take(tap("first", ask="a0"), NOW),
+            store.ledger.settle(on_result(decision.record, "expired"), NOW),
+            store.ledger.take(tap("r2"), NOW),
+        )
+        assert (fresh.action, fresh.claim) == (Action.SEND, True)  # the claim was released
+        rec = await store.ledger.record("r1")
+        assert rec is not None
+        assert (rec.settled, rec.outcome) == (True, Outcome.EXPIRED)
+        assert await store.ledger.unsettled() == {"first": ("desk", "a0"), "r2": ("desk", "a1")}
 
 
 async def test_mirrors_flushed_are_what_the_next_run_loads(open_store: Open) -> None:

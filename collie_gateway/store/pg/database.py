@@ -253,6 +253,21 @@ class PgDatabase:
             cur = await conn.execute(postgres_text(sql), args)
             return await cur.fetchone() if cur.description is not None else None
 
+    async def once_all(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        """Run one statement that returns rows as a transaction of its own (autocommit), in
+        one round trip; every row."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(postgres_text(sql), args)
+            return await cur.fetchall()
+
+    def unwritten(self, exc: Exception) -> bool:
+        """Whether a statement that raised ``exc`` surely wrote nothing: the server refused
+        it (its error has a SQLSTATE), or psycopg did before sending it; a connection lost
+        on the way may have committed it."""
+        if not isinstance(exc, psycopg.Error):
+            return False
+        return exc.sqlstate is not None or not isinstance(exc, psycopg.OperationalError)
+
     @contextlib.asynccontextmanager
     async def turn(self, *parts: str) -> AsyncIterator[Tx]:
         """A transaction holding the advisory lock named by ``parts`` while the caller works

@@ -28,6 +28,7 @@ from typing import Final
 import msgspec
 import psycopg
 
+from collie_gateway.store.engine import postgres_array
 from collie_gateway.store.pg.database import PgDatabase
 from collie_gateway.store.values import Appended, Heard, StoredEvent
 from collie_gateway.store.values import LogRecord as Record
@@ -110,11 +111,11 @@ class EventLog:
         if not records:
             return Appended([], set())
         args = (
-            [r.type for r in records],
-            [r.data for r in records],
-            [r.agent for r in records],
-            [r.epoch for r in records],
-            [r.words for r in records],
+            postgres_array([r.type for r in records]),
+            postgres_array([r.data for r in records]),
+            postgres_array([r.agent for r in records]),
+            postgres_array([r.epoch for r in records]),
+            postgres_array([r.words for r in records]),
             body_of(records),
             CHANNEL,
         )
