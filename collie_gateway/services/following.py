@@ -13,11 +13,12 @@ and chats kept current, nothing told: :data:`~collie_gateway.services.phonebus.Q
 Each round a worker also says it is live (a heartbeat row) and reads every live lease and
 heartbeat (one survey); ``core/balance.py`` decides from it what the worker gives back (its
 surplus over ⌈A/N⌉) and what free leases it takes. A lease given back for balance is a clean
-hand-over: the link is stopped, what it read is written and applied as the holder's, the
-stored mirror flushed, then the lease freed; the worker that takes it reads the log to its
-end and resumes the agent's stream after the last event the old holder read (no snapshot,
-so no phone sees a reset). Duties (the crew's, a bridge's: ``~bridge/<name>``) are taken by
-whoever finds them free.
+hand-over: the link is stopped, what it read is written and applied as the holder's, then
+its last state (``~sync``, under its epoch), the stored mirror flushed, then the lease freed;
+the worker that takes it reads the log to its end, so its mirror is the log's even if it has
+just started, and resumes the agent's stream after the last event the old holder read (no
+snapshot, so no phone sees a reset). Duties (the crew's, a bridge's: ``~bridge/<name>``)
+are taken by whoever finds them free.
 
 A worker that cannot renew a lease drops the link at once; a write refused for a stale epoch,
 or an entry of a newer epoch seen in the log, drops it too. A worker that starts writes
@@ -134,6 +135,16 @@ def _set_link(mirror: AgentMirror, rec: LinkRec) -> None:
 def _set_snapshot(mirror: AgentMirror, rec: SnapRec) -> None:
     mirror.replace_all(rec.conversations)
     mirror.last_event_id = rec.last_event_id
+
+
+def _same(mirror: AgentMirror, sync: SyncRec) -> bool:
+    """Whether ``mirror`` holds the state ``sync`` carries."""
+    snap = sync.snapshot
+    return (
+        link_rec(mirror) == sync.link
+        and mirror.last_event_id == snap.last_event_id
+        and list(mirror.conversations.values()) == snap.conversations
+    )
 
 
 class RecordListener:
@@ -298,9 +309,10 @@ class Following:
         # A lease given back, or one that ran out, resumes after what the old holder wrote
         # when this worker's mirror of the agent is the log's: the new epoch fences it, so
         # the log read to its end now holds all it will ever write (no snapshot, no reset).
-        # A mirror that is not (no state of the holder's read here yet: the stored mirror
-        # lags) takes a snapshot: resumed, its asks would be missed, and the events after
-        # its stale id taken as new.
+        # A mirror that is not (no state of the holder's read here: a lease that ran out
+        # under a worker just started, or a hand-over whose ``~sync`` was not written; the
+        # stored mirror lags) takes a snapshot: resumed, its asks would be missed, and the
+        # events after its stale id taken as new.
         if any(t.given_by is not None or t.lease.agent in self.current for t in taken):
             await self.catch_up()  # the state the old holder sent as it gave the lease back
         for one in taken:
@@ -340,13 +352,16 @@ class Following:
 
     async def hand_over(self, names: Sequence[str]) -> None:
         """Give these leases back for other workers to take, cleanly: the links stop, what
-        they read is written and applied as the holder's, the mirror flushed, then each
-        lease is freed (until then a worker starting is sent their state)."""
+        they read and then their last state (``~sync``) are written and applied as the
+        holder's, the mirror flushed, then each lease is freed (until then a worker starting
+        is sent their state too)."""
         leases = {n: self.held[n] for n in names if n in self.held}
         links = {n: link for n in leases if (link := self.links.pop(n, None)) is not None}
         self._handing.update((n, link.mirror) for n, link in links.items())
         try:
             await asyncio.gather(*(link.close() for link in links.values()))
+            if links:  # their last state, under this epoch: the next holder resumes on it
+                self._sync(list(links))
             await self.settle()
             await self.finish_work(list(leases))  # its push decisions made, under its epoch
             await self.settle()  # what that work told the phones written, while it holds
@@ -430,9 +445,11 @@ class Following:
             router.snapshot_taken(mirror)
         elif kind == "~sync" and not own:
             sync = _sync.decode(data)
+            self.current.add(mirror.name)
+            if _same(mirror, sync):
+                return  # a mirror that is the log's already: nothing changed, nothing read
             _set_link(mirror, sync.link)
             _set_snapshot(mirror, sync.snapshot)
-            self.current.add(mirror.name)
             router.link_changed(mirror)
             router.snapshot_taken(mirror)
 

@@ -7,7 +7,9 @@ claims the ask (P3's claim), or inside the limiter's turn with the claim held. W
 old holder does then (finishes its decision before it gives the lease back, or never does:
 it stops, or it dies), the ask is decided once, and pushed once. A lease that ran out (its
 holder died, or paused past it) is resumed by a worker whose screens' mirror is the log's
-after what the log holds, with no snapshot: no phone is told ``list.reset``.
+after what the log holds, with no snapshot: no phone is told ``list.reset``. A worker that
+joins and takes a lease handed over before the holder read its hello resumes on the state
+the holder wrote as it gave the lease back: no ``list.reset`` either.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collie_gateway.gateway import Gateway
 from collie_gateway.services.pushing import DeviceIn
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
+from collie_gateway.store.values import StoredEvent
 from fixtures.agents.harness import short_dir
 from push import Provider
 from tests.collie_gateway.conftest import eventually
@@ -46,7 +49,8 @@ WORK_WAIT = 1.0  # seconds the old holder waits for its decisions here (10 s in 
 
 @dataclass
 class Pair:
-    """An agent ``d0``, its conversation, and the workers opened on it."""
+    """An agent ``d0``, its conversation, and the workers opened on it (and on the agents
+    added)."""
 
     tmp: Path
     url: str
@@ -55,12 +59,21 @@ class Pair:
     conv: ConversationHandle
     monkeypatch: pytest.MonkeyPatch
     workers: list[Gateway] = field(default_factory=list)
+    others: dict[str, Agent] = field(default_factory=dict)
+
+    async def add(self, name: str) -> ConversationHandle:
+        """Another agent, ``name``, followed by the workers opened from now on: its pane."""
+        agent = Agent(runtime="desk", state_path=self.tmp / f"{name}.db", ping_interval=0.2)
+        self.others[name] = agent
+        await agent.serve_unix(self.tmp / f"{name}.sock")
+        return await agent.open_conversation("p0", title="Pane")
 
     async def open(self, name: str) -> Gateway:
         """A worker named ``name``."""
         self.monkeypatch.setattr(workers_module, "worker_name", lambda: name)
+        names = ["d0", *self.others]
         settings = Settings(
-            sources=[Source("d0", socket=self.tmp / "d0.sock")],
+            sources=[Source(n, socket=self.tmp / f"{n}.sock") for n in names],
             db_path=self.tmp / "unused.db",
             database_url=self.url,
             lease_seconds=LEASE,
@@ -102,14 +115,15 @@ async def pair(url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Pair]
             finally:
                 for gw in list(scene.workers):
                     await scene.close(gw)
-                await agent.close()
+                for one in (agent, *scene.others.values()):
+                    await one.close()
 
 
-def holds(gw: Gateway) -> bool:
-    """Whether ``gw`` follows ``d0`` and its link is ready."""
+def holds(gw: Gateway, agent: str = "d0") -> bool:
+    """Whether ``gw`` follows ``agent`` and its link is ready."""
     following = gw.workers.following if gw.workers else None
     assert following is not None
-    return following.holds("d0") and gw.mirrors["d0"].state is LinkState.READY
+    return following.holds(agent) and gw.mirrors[agent].state is LinkState.READY
 
 
 async def holder(p: Pair) -> Gateway:
@@ -167,9 +181,10 @@ async def test_a_lease_handed_over_to_a_worker_the_state_never_reached_is_snapsh
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The new holder's mirror of the agent is the stored one, from before the ask (flushed
-    late), and no state of the old holder's reached it (its hello came too late): it takes
-    the lease given back with a snapshot, not resuming after the stale mirror, and decides
-    the ask the old holder never did, once."""
+    late), and no state of the old holder's reached it (neither an answer to its hello nor
+    the state written as the lease is given back): it takes the lease given back with a
+    snapshot, not resuming after the stale mirror, and decides the ask the old holder never
+    did, once."""
     async with pair(pg_url, monkeypatch) as p:
         first = await holder(p)
         await first.mirrors_repo.flush()
@@ -185,6 +200,26 @@ async def test_a_lease_handed_over_to_a_worker_the_state_never_reached_is_snapsh
         await p.close(first)
         await eventually(lambda: holds(second), within=10)
         await decided_once(p, "k1")
+
+
+def late_hellos(gw: Gateway, monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Hold back ``gw``'s reading of every ``~hello`` (a worker's reader behind the log, or
+    the hello not yet written when it surveys): what reads them at last."""
+    following = gw.workers.following if gw.workers else None
+    assert following is not None
+    real = following.apply
+    held: list[StoredEvent] = []
+
+    def apply(entry: StoredEvent) -> None:
+        (held.append if entry.type == "~hello" else real)(entry)
+
+    def release() -> None:
+        monkeypatch.setattr(following, "apply", real)
+        for entry in held:
+            real(entry)
+
+    monkeypatch.setattr(following, "apply", apply)
+    return release
 
 
 async def no_flush() -> None:
@@ -256,4 +291,34 @@ async def test_a_lease_that_ran_out_is_resumed_without_a_reset_and_its_asks_deci
         await decided_once(p, "k1")
         await raise_asks(p.conv, "k2")  # read by the new holder's resumed stream
         await eventually(lambda: sorted(p.pushed()) == ["k1", "k2"], within=15)
+        assert await list_resets(pg_url, mark) == []
+
+
+async def test_a_worker_that_joins_resumes_what_it_takes_with_no_reset(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker joins while the holder of both agents has not read its hello: the holder
+    hands ``d1`` over (its share is one), and the newcomer, whose stored mirror of ``d1``
+    lags (the ask open there is not in it), resumes on the state the holder wrote as it gave
+    the lease back: no phone is told ``list.reset``, the open ask is on its screens and not
+    pushed again, and the next ask is pushed once."""
+    async with pair(pg_url, monkeypatch) as p:
+        pane = await p.add("d1")
+        first = await holder(p)
+        await eventually(lambda: holds(first, "d1"), within=10)
+        await first.mirrors_repo.flush()
+        monkeypatch.setattr(first.mirrors_repo, "flush", no_flush)  # the store lags from now
+        await raise_asks(pane, "k1")
+        await eventually(lambda: p.pushed() == ["k1"], within=15)
+        release = late_hellos(first, monkeypatch)
+        mark = await log_last(pg_url)
+        second = await p.open("w:2")
+        assert second.mirrors["d1"].conversations["p0"].asks == []  # stale, and never synced
+        await eventually(lambda: holds(second, "d1"), within=10)
+        assert holds(first, "d0")
+        assert [a.id for a in second.mirrors["d1"].conversations["p0"].asks] == ["k1"]
+        release()
+        await raise_asks(pane, "k2")  # read by the newcomer's resumed stream
+        await eventually(lambda: sorted(p.pushed()) == ["k1", "k2"], within=15)
+        assert await p.decisions() == [("dispatched", "ask")] * 2
         assert await list_resets(pg_url, mark) == []
