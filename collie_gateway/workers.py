@@ -168,6 +168,7 @@ class Workers:
 
         following.on_want = want
         following.catch_up = self.log.catch_up
+        following.last_read = self.log.events.last_read
         following.settle = self._settle
         if work is not None:
             following.finish_work = work.finish

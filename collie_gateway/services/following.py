@@ -120,6 +120,10 @@ async def _no_work(agents: Collection[str] | None) -> None:
     return None
 
 
+async def _none_read(agent: str, epoch: int) -> StoredEvent | None:
+    return None
+
+
 def link_rec(mirror: AgentMirror) -> LinkRec:
     """The link part of ``mirror``."""
     return LinkRec(
@@ -210,6 +214,8 @@ class Following:
         self.on_taken_over: Callable[[str], None] = lambda name: None
         #: The log read to its end (what a worker that gave a lease back wrote).
         self.catch_up: Callable[[], Awaitable[None]] = _nothing
+        #: The last entry a link of the agent wrote under the epoch, if still in the log.
+        self.last_read: Callable[[str, int], Awaitable[StoredEvent | None]] = _none_read
         self.seen: list[Holding] = []  # the last survey
         #: Agents whose screens' mirror is the log's: a snapshot or sync of them applied
         #: since this worker started, and every entry since (no gap).
@@ -316,7 +322,24 @@ class Following:
         if any(t.given_by is not None or t.lease.agent in self.current for t in taken):
             await self.catch_up()  # the state the old holder sent as it gave the lease back
         for one in taken:
+            if one.given_by is not None and one.lease.agent not in self.current:
+                await self._read_back(one.lease)
             self._hold(one, resume=one.lease.agent in self.current)
+
+    async def _read_back(self, lease: Lease) -> None:
+        """A lease given back by a holder whose last state this worker did not read (it
+        started after it was written): that state, the ``~sync`` the hand-over wrote, read
+        back from the log and applied, when it is the last entry the old holder's link
+        wrote (so the whole of what it read: nothing of it comes after)."""
+        if lease.agent not in self.mirrors:
+            return  # a duty: no state
+        try:
+            entry = await self.last_read(lease.agent, lease.epoch - 1)
+        except Exception as exc:  # the store unreachable: a snapshot, then
+            log.warning("agent %s: its last state not read back (%s)", lease.agent, exc)
+            return
+        if entry is not None and entry.type == "~sync":
+            self.apply(entry)
 
     def _hold(self, taken: Taken, *, resume: bool = False) -> None:
         lease = taken.lease

@@ -322,3 +322,27 @@ async def test_a_worker_that_joins_resumes_what_it_takes_with_no_reset(
         await eventually(lambda: sorted(p.pushed()) == ["k1", "k2"], within=15)
         assert await p.decisions() == [("dispatched", "ask")] * 2
         assert await list_resets(pg_url, mark) == []
+
+
+async def test_a_worker_started_after_a_hand_over_resumes_on_the_state_left_in_the_log(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder stops (its state written, the lease given back) before the other worker
+    starts, the stored mirror behind it (the open ask is not in it): the worker that starts
+    takes the lease and resumes on the state read back from the log, with no snapshot: no
+    ``list.reset``, the open ask on its screens and not pushed again, the next pushed once."""
+    async with pair(pg_url, monkeypatch) as p:
+        first = await holder(p)
+        await first.mirrors_repo.flush()
+        monkeypatch.setattr(first.mirrors_repo, "flush", no_flush)  # the store lags from now
+        await raise_asks(p.conv, "k1")
+        await eventually(lambda: p.pushed() == ["k1"], within=15)
+        mark = await log_last(pg_url)
+        await p.close(first)
+        second = await p.open("w:2")
+        await eventually(lambda: holds(second), within=10)
+        assert [a.id for a in second.mirrors["d0"].conversations["p0"].asks] == ["k1"]
+        await raise_asks(p.conv, "k2")  # read by its resumed stream
+        await eventually(lambda: sorted(p.pushed()) == ["k1", "k2"], within=15)
+        assert await p.decisions() == [("dispatched", "ask")] * 2
+        assert await list_resets(pg_url, mark) == []
