@@ -139,7 +139,8 @@ class Gateway:
         chats = ChatSink(self.chats)
         notices = NoticeSink(self.pushing, spawn)
         if quiet:
-            return Router(self.settings.clock, (rows,), (rows, chats), (rows, chats))
+            kept = NoticeSink(self.pushing, spawn, kept=True)
+            return Router(self.settings.clock, (rows,), (rows, chats), (rows, chats, kept))
         return Router(
             self.settings.clock,
             on_link=(mirror, rows, answers),

@@ -85,10 +85,11 @@ class Work:
 
 def _taken_over(agents: Agents, work: Work, spawn: Spawn, name: str) -> None:
     """A lease resumed without a snapshot: the asks open as its old holder left them (the
-    log read to its end) that it did not decide are decided by this worker."""
+    log read to its end), and the notices with a push it applied, that it did not decide
+    are decided by this worker."""
     convs = list(agents.mirrors[name].conversations.values())
     asks = [(ask, conv.title) for conv in convs for ask in conv.asks]
-    if asks:
+    if asks or work.pushing.left_by_holder(name):
         spawn(work.pushing.taken_over(name, asks), f"taken-over-{name}")
 
 

@@ -40,6 +40,7 @@ from tests.collie_gateway.push_fixtures import Services, services
 from tests.collie_gateway.test_shutdown import apns_token, raise_asks
 from tests.collie_gateway.test_workers_startup import vanish
 from wire.agent import Agent, ConversationHandle
+from wire.messages import NoticePush
 
 pytestmark = pytest.mark.xdist_group("pg_workers")
 
@@ -99,6 +100,11 @@ class Pair:
     def pushed(self) -> list[str]:
         """The ask of every push the fake APNs took."""
         return [str(cast(dict[str, Any], r.json["collie"])["ask"]) for r in self.svc.apns.requests]
+
+    def notices(self) -> list[str]:
+        """The item of every notice's push the fake APNs took."""
+        bodies = [cast(dict[str, Any], r.json["collie"]) for r in self.svc.apns.requests]
+        return [str(b["item"]) for b in bodies if b.get("type") == "notice"]
 
 
 @contextlib.asynccontextmanager
@@ -321,6 +327,31 @@ async def test_a_worker_that_joins_resumes_what_it_takes_with_no_reset(
         await raise_asks(pane, "k2")  # read by the newcomer's resumed stream
         await eventually(lambda: sorted(p.pushed()) == ["k1", "k2"], within=15)
         assert await p.decisions() == [("dispatched", "ask")] * 2
+        assert await list_resets(pg_url, mark) == []
+
+
+async def test_a_notice_the_dead_holder_never_decided_is_pushed_once_by_the_new(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder dies (kill -9) after it wrote the agent's notice (``Item.push``) to the log
+    and before it claimed its push: the other worker, which saw the notice go by, resumes the
+    lease with no snapshot and pushes the notice, once."""
+    async with pair(pg_url, monkeypatch) as p:
+        first = await holder(p)
+        second = await p.open("w:2")
+        following = second.workers.following if second.workers else None
+        assert following is not None
+        await eventually(lambda: "d0" in following.current, within=10)
+        entered, _never = hold(first, monkeypatch, "claim")
+        await p.conv.append("notice", "Build done", id="n1", push=NoticePush(title="Done"))
+        await eventually(entered.is_set, within=10)
+        mark = await log_last(pg_url)
+        p.workers.remove(first)
+        await asyncio.wait_for(vanish(first, monkeypatch), 30)
+        await eventually(lambda: holds(second), within=10)
+        await eventually(lambda: p.notices() == ["n1"], within=15)
+        await asyncio.sleep(LEASE)
+        assert p.notices() == ["n1"]
         assert await list_resets(pg_url, mark) == []
 
 
