@@ -69,10 +69,12 @@ def roster(
 class Work:
     """The holder's work: ``settled`` waits for what was spawned for agents (None: any) up to
     a bound, whether it all ended (``Tasks.settled``); ``pushing`` decides the asks an old
-    holder left undecided."""
+    holder left undecided; ``retell`` tells the phones an agent's row and some of its
+    conversations' rows again (an old holder that died may not have)."""
 
     settled: Callable[[Collection[str] | None, float], Awaitable[bool]]
     pushing: Pushing
+    retell: Callable[[str, Sequence[str]], None] = lambda agent, conversations: None
 
     async def finish(self, agents: Collection[str] | None) -> None:
         """The work spawned for ``agents`` (None: any) ended, or :data:`WORK_WAIT` passed."""
@@ -174,6 +176,7 @@ class Workers:
         if work is not None:
             following.finish_work = work.finish
             following.on_taken_over = functools.partial(_taken_over, agents, work, spawn)
+            following.retell = work.retell
         if supervisor is not None:
 
             def duty(name: str, held: bool) -> None:

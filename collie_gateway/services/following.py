@@ -110,6 +110,7 @@ _hello = msgspec.json.Decoder(HelloRec)
 Write = Callable[[Record], None]
 RENEWALS: Final = 3  # a lease is renewed this many times in its time
 BRIDGE: Final = "~bridge/"  # the duty of running a bridge named in sources.json
+RETOLD: Final = 32  # ours: conversations whose rows a lease that ran out tells again
 
 
 async def _nothing() -> None:
@@ -212,6 +213,9 @@ class Following:
         #: A lease taken over (handed over, or run out) and resumed without a snapshot:
         #: what the old holder left undecided is decided here (called under the new epoch).
         self.on_taken_over: Callable[[str], None] = lambda name: None
+        #: A lease that ran out resumed: the agent's row and these conversations' rows are
+        #: told the phones again (under the new epoch).
+        self.retell: Callable[[str, Sequence[str]], None] = lambda agent, convs: None
         #: The log read to its end (what a worker that gave a lease back wrote).
         self.catch_up: Callable[[], Awaitable[None]] = _nothing
         #: The last entry a link of the agent wrote under the epoch, if still in the log.
@@ -225,6 +229,9 @@ class Following:
         #: The mirrors of the links stopped by a hand-over under way, until each lease is
         #: given back: a worker starting meanwhile is still sent their state.
         self._handing: dict[str, AgentMirror] = {}
+        #: Per agent followed elsewhere: the epoch of the last event applied here, and the
+        #: conversations the events of that epoch touched (the last :data:`RETOLD`).
+        self._touched: dict[str, tuple[int, dict[str, None]]] = {}
 
     def holds(self, name: str) -> bool:
         """Whether this worker holds the lease of an agent (or a duty) now."""
@@ -370,8 +377,18 @@ class Following:
             token = ORIGIN.set((name, lease.epoch))
             try:
                 self.on_taken_over(name)
+                if taken.given_by is None:
+                    self._retell(name, lease.epoch - 1)
             finally:
                 ORIGIN.reset(token)
+
+    def _retell(self, name: str, epoch: int) -> None:
+        """A lease that ran out: its holder may have died between writing what its link
+        read and writing what that told the phones (two transactions), and the agent does
+        not send that again. The rows it may not have told are told again (a row is a
+        state: told twice, it is the same row)."""
+        touched_epoch, convs = self._touched.pop(name, (0, {}))
+        self.retell(name, list(convs) if touched_epoch == epoch else [])
 
     async def hand_over(self, names: Sequence[str]) -> None:
         """Give these leases back for other workers to take, cleanly: the links stop, what
@@ -443,23 +460,38 @@ class Following:
         token: Token[tuple[str, int] | None] | Token[bool]
         token = ORIGIN.set((name, lease.epoch)) if own and lease else QUIET.set(True)
         try:
-            self._route(kind, entry.data, self.mirrors[name], router, own)
+            touched = self._route(kind, entry.data, self.mirrors[name], router, own)
         finally:
             if own:
                 ORIGIN.reset(token)  # type: ignore[arg-type]
             else:
                 QUIET.reset(token)  # type: ignore[arg-type]
+        if touched is not None and not own and entry.epoch is not None:
+            self._touch(name, entry.epoch, touched)
+
+    def _touch(self, name: str, epoch: int, conversation: str) -> None:
+        kept = self._touched.get(name)
+        if kept is None or kept[0] != epoch:
+            kept = self._touched[name] = (epoch, {})
+        convs = kept[1]
+        convs.pop(conversation, None)
+        convs[conversation] = None
+        if len(convs) > RETOLD:
+            del convs[next(iter(convs))]
 
     def _route(
         self, kind: str, data: bytes, mirror: AgentMirror, router: Router, own: bool
-    ) -> None:
+    ) -> str | None:
+        """Apply one link entry to ``mirror`` and hand it to ``router``: the conversation
+        an event touched."""
         if kind == "~event":
             rec = _event.decode(data)
             if rec.id is not None:
                 mirror.last_event_id = rec.id
             change = apply_event(mirror, rec.event)
             router.event_received(mirror, rec.event, change)
-        elif kind == "~link":
+            return change.conversation_id
+        if kind == "~link":
             _set_link(mirror, _link.decode(data))
             router.link_changed(mirror)
         elif kind == "~snapshot":
@@ -469,12 +501,12 @@ class Following:
         elif kind == "~sync" and not own:
             sync = _sync.decode(data)
             self.current.add(mirror.name)
-            if _same(mirror, sync):
-                return  # a mirror that is the log's already: nothing changed, nothing read
-            _set_link(mirror, sync.link)
-            _set_snapshot(mirror, sync.snapshot)
-            router.link_changed(mirror)
-            router.snapshot_taken(mirror)
+            if not _same(mirror, sync):  # (one that is the log's already: nothing to do)
+                _set_link(mirror, sync.link)
+                _set_snapshot(mirror, sync.snapshot)
+                router.link_changed(mirror)
+                router.snapshot_taken(mirror)
+        return None
 
     def _sync(self, agents: Sequence[str]) -> None:
         """A worker started (or missed entries): the state of ``agents`` (empty: every

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -138,6 +139,16 @@ async def holder(p: Pair) -> Gateway:
     await eventually(lambda: holds(first), within=10)
     await first.pushing.register(DeviceIn(provider=Provider.APNS, token=apns_token(1)))
     return first
+
+
+async def holder_and_follower(p: Pair) -> tuple[Gateway, Gateway]:
+    """The first worker, holding ``d0``, and a second whose mirror of it is the log's."""
+    first = await holder(p)
+    second = await p.open("w:2")
+    following = second.workers.following if second.workers else None
+    assert following is not None
+    await eventually(lambda: "d0" in following.current, within=10)
+    return first, second
 
 
 def hold(
@@ -282,11 +293,7 @@ async def test_a_lease_that_ran_out_is_resumed_without_a_reset_and_its_asks_deci
     runs out and resumes after the log's last event (no snapshot, no ``list.reset``), decides
     the ask once, and follows what the agent says next."""
     async with pair(pg_url, monkeypatch) as p:
-        first = await holder(p)
-        second = await p.open("w:2")
-        following = second.workers.following if second.workers else None
-        assert following is not None
-        await eventually(lambda: "d0" in following.current, within=10)  # its mirror: the log's
+        first, second = await holder_and_follower(p)
         entered, _never = hold(first, monkeypatch, "claim")
         await raise_asks(p.conv, "k1")
         await eventually(entered.is_set, within=10)
@@ -337,11 +344,7 @@ async def test_a_notice_the_dead_holder_never_decided_is_pushed_once_by_the_new(
     and before it claimed its push: the other worker, which saw the notice go by, resumes the
     lease with no snapshot and pushes the notice, once."""
     async with pair(pg_url, monkeypatch) as p:
-        first = await holder(p)
-        second = await p.open("w:2")
-        following = second.workers.following if second.workers else None
-        assert following is not None
-        await eventually(lambda: "d0" in following.current, within=10)
+        first, second = await holder_and_follower(p)
         entered, _never = hold(first, monkeypatch, "claim")
         await p.conv.append("notice", "Build done", id="n1", push=NoticePush(title="Done"))
         await eventually(entered.is_set, within=10)
@@ -376,4 +379,60 @@ async def test_a_worker_started_after_a_hand_over_resumes_on_the_state_left_in_t
         await raise_asks(p.conv, "k2")  # read by its resumed stream
         await eventually(lambda: sorted(p.pushed()) == ["k1", "k2"], within=15)
         assert await p.decisions() == [("dispatched", "ask")] * 2
+        assert await list_resets(pg_url, mark) == []
+
+
+def dies_after_write(gw: Gateway, monkeypatch: pytest.MonkeyPatch, marker: bytes) -> asyncio.Event:
+    """``gw`` applies nothing from the write of an entry whose data holds ``marker`` on (as a
+    kill -9 right after that commit leaves it: what its link read is in the log, what that
+    tells the phones is not): set then."""
+    log = gw.workers.log if gw.workers else None
+    assert log is not None
+    real = log._apply
+    died = asyncio.Event()
+
+    def apply(entries: Sequence[StoredEvent]) -> None:
+        if died.is_set() or any(marker in e.data for e in entries):
+            died.set()
+            return
+        real(entries)
+
+    monkeypatch.setattr(log, "_apply", apply)
+    return died
+
+
+async def told(url: str, after: int, kind: str) -> list[dict[str, Any]]:
+    """The phone events of ``kind`` the log holds after ``after``, decoded."""
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cur = await conn.execute(
+            "SELECT data FROM events WHERE type = %s AND seq > %s ORDER BY seq", (kind, after)
+        )
+        return [json.loads(bytes(r[0])) for r in await cur.fetchall()]
+
+
+async def test_a_row_the_dead_holder_never_told_is_told_by_the_next(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder dies right after it wrote what its link read (a conversation opened) and
+    before it wrote what that tells the phones (the conversation's row, the agent's row):
+    the other worker resumes the lease when it runs out, with no snapshot, and tells both
+    rows then; no phone is told ``list.reset``."""
+    async with pair(pg_url, monkeypatch) as p:
+        first, second = await holder_and_follower(p)
+        died = dies_after_write(first, monkeypatch, b'"x1"')
+        mark = await log_last(pg_url)
+        await p.agent.open_conversation("x1", title="Told late")
+        await eventually(died.is_set, within=10)
+        p.workers.remove(first)
+        await asyncio.wait_for(vanish(first, monkeypatch), 30)
+        await eventually(lambda: holds(second), within=10)
+
+        async def row_told() -> bool:
+            rows = await told(pg_url, mark, "list.row")
+            return [r["row"]["conversation_id"] for r in rows] == ["x1"]
+
+        await eventually(row_told, within=10)
+        dashboards = await told(pg_url, mark, "dashboard.row")
+        assert dashboards, "the agent's row never told"
+        assert dashboards[-1]["right"]["open"] == 2
         assert await list_resets(pg_url, mark) == []
