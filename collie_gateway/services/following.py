@@ -153,12 +153,15 @@ def _same(mirror: AgentMirror, sync: SyncRec) -> bool:
 
 
 class RecordListener:
-    """The holder's link listener: what the link reads goes to the shared log, fenced."""
+    """The holder's link listener: what the link reads goes to the shared log, fenced.
+    ``known``: the link's mirror is the agent's state as the log has it (resumed on a mirror
+    that was, or a snapshot read since); until then it is not sent as a ``~sync``."""
 
-    def __init__(self, write: Write, agent: str, epoch: int) -> None:
+    def __init__(self, write: Write, agent: str, epoch: int, *, known: bool = False) -> None:
         self.write = write
         self.agent = agent
         self.epoch = epoch
+        self.known = known
 
     def _put(self, kind: str, body: msgspec.Struct) -> None:
         self.write(Record(kind, _encoder.encode(body), self.agent, self.epoch))
@@ -169,6 +172,7 @@ class RecordListener:
     def snapshot_taken(self, mirror: AgentMirror) -> None:
         convs = list(mirror.conversations.values())
         self._put("~snapshot", SnapRec(convs, mirror.last_event_id))
+        self.known = True
 
     def event_received(self, mirror: AgentMirror, event: AgentEvent, change: Change) -> None:
         self._put("~event", EventRec(mirror.last_event_id, event))
@@ -226,9 +230,9 @@ class Following:
         self.current: set[str] = set()
         self._task: asyncio.Task[None] | None = None  # the renewals
         self._balancing: asyncio.Task[None] | None = None
-        #: The mirrors of the links stopped by a hand-over under way, until each lease is
-        #: given back: a worker starting meanwhile is still sent their state.
-        self._handing: dict[str, AgentMirror] = {}
+        #: The links stopped by a hand-over under way, until each lease is given back: a
+        #: worker starting meanwhile is still sent their state.
+        self._handing: dict[str, AgentLink] = {}
         #: Per agent followed elsewhere: the epoch of the last event applied here, and the
         #: conversations the events of that epoch touched (the last :data:`RETOLD`).
         self._touched: dict[str, tuple[int, dict[str, None]]] = {}
@@ -369,7 +373,7 @@ class Following:
         private = AgentMirror(name, hello=shown.hello, wire=shown.wire)
         private.replace_all(list(shown.conversations.values()))
         private.last_event_id = shown.last_event_id
-        listener = RecordListener(self.write, name, lease.epoch)
+        listener = RecordListener(self.write, name, lease.epoch, known=resume)
         link = AgentLink(source, private, listener, self.timing, gate=self.gate, resume=resume)
         self.links[name] = link
         link.start()
@@ -397,7 +401,7 @@ class Following:
         is sent their state too)."""
         leases = {n: self.held[n] for n in names if n in self.held}
         links = {n: link for n in leases if (link := self.links.pop(n, None)) is not None}
-        self._handing.update((n, link.mirror) for n, link in links.items())
+        self._handing.update(links)
         try:
             await asyncio.gather(*(link.close() for link in links.values()))
             if links:  # their last state, under this epoch: the next holder resumes on it
@@ -513,14 +517,16 @@ class Following:
         agent) this worker follows, for it. The link's own mirror (of a link a hand-over
         stopped: its last), not the screens': it holds every entry the link queued before
         this one, so the state is the log's where this entry lands (the screens' lags by
-        what is queued and not yet read back)."""
+        what is queued and not yet read back). A link that has not read its snapshot yet
+        sends nothing: its mirror is the stored one, which may lag."""
         for name, lease in self.held.items():
             if agents and name not in agents:
                 continue
-            link = self.links.get(name)
-            mirror = link.mirror if link is not None else self._handing.get(name)
-            if mirror is None:
-                continue
+            link = self.links.get(name) or self._handing.get(name)
+            listener = link.listener if link is not None else None
+            if link is None or not isinstance(listener, RecordListener) or not listener.known:
+                continue  # (a snapshot not read yet: its ``~snapshot`` brings the state)
+            mirror = link.mirror
             snap = SnapRec(list(mirror.conversations.values()), mirror.last_event_id)
             body = _encoder.encode(SyncRec(link_rec(mirror), snap))
             self.write(Record("~sync", body, name, lease.epoch))

@@ -30,6 +30,7 @@ import pytest
 from collie_gateway import workers as workers_module
 from collie_gateway.core.mirror import LinkState
 from collie_gateway.gateway import Gateway
+from collie_gateway.services.links import AgentLink
 from collie_gateway.services.pushing import DeviceIn
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
@@ -436,3 +437,31 @@ async def test_a_row_the_dead_holder_never_told_is_told_by_the_next(
         assert dashboards, "the agent's row never told"
         assert dashboards[-1]["right"]["open"] == 2
         assert await list_resets(pg_url, mark) == []
+
+
+async def test_a_holder_whose_link_read_no_snapshot_yet_sends_no_state(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holder whose link has not read the agent's open conversations yet (its own mirror is
+    the stored one, which may lag) answers no hello with it and hands the lease over without
+    it: as a ``~sync`` it would become every other worker's mirror, and the next holder would
+    resume on it. The next holder takes a snapshot of its own."""
+    async with pair(pg_url, monkeypatch) as p:
+        gate = asyncio.Event()
+        real = AgentLink._snapshot
+
+        async def held(link: AgentLink) -> None:
+            await gate.wait()
+            await real(link)
+
+        monkeypatch.setattr(AgentLink, "_snapshot", held)
+        first = await p.open("w:1")
+        following = first.workers.following if first.workers else None
+        assert following is not None
+        await eventually(lambda: following.holds("d0"), within=10)
+        second = await p.open("w:2")  # its hello: the first has nothing known to send
+        await p.close(first)
+        gate.set()
+        await eventually(lambda: holds(second), within=10)
+        assert await told(pg_url, 0, "~sync") == []
+        assert list(second.mirrors["d0"].conversations) == ["p0"]
