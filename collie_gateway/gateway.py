@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Sequence
 
 from collie_gateway.core.redact import Redactor
 from collie_gateway.core.texts import MaskedAsks
@@ -85,7 +86,7 @@ class Gateway:
             routers = (gw.router, gw._router(quiet=True))
             duties = (CREW_DUTY,) if settings.crew else ()
             follow = (gw.agents, gw.answers, gw.ledger, routers, gw.tasks.spawn)
-            work = Work(gw.tasks.settled, gw.pushing)
+            work = Work(gw.tasks.settled, gw.pushing, gw._retell)
             gw.workers.start(settings, *follow, duties, gw.mirrors_repo, gw.supervisor, work)
         return gw
 
@@ -127,6 +128,11 @@ class Gateway:
         await self.phones.start()
         self.answers.on_accepted = tell_answered(self.stores.phones, self.pushing, spawn)
 
+    def _retell(self, agent: str, conversations: Sequence[str]) -> None:
+        """Tell the phones the agent's row, and these conversations' rows, as they are."""
+        self.rows.tell(self.mirrors[agent])
+        self.chats.retell(agent, conversations)
+
     def _router(self, *, quiet: bool = False) -> Router:
         """The sinks, in the order each hears what a link read (services/router.py);
         ``quiet``: only those that keep a worker's screens current, for what another
@@ -139,7 +145,8 @@ class Gateway:
         chats = ChatSink(self.chats)
         notices = NoticeSink(self.pushing, spawn)
         if quiet:
-            return Router(self.settings.clock, (rows,), (rows, chats), (rows, chats))
+            kept = NoticeSink(self.pushing, spawn, kept=True)
+            return Router(self.settings.clock, (rows,), (rows, chats), (rows, chats, kept))
         return Router(
             self.settings.clock,
             on_link=(mirror, rows, answers),

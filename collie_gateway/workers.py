@@ -69,10 +69,12 @@ def roster(
 class Work:
     """The holder's work: ``settled`` waits for what was spawned for agents (None: any) up to
     a bound, whether it all ended (``Tasks.settled``); ``pushing`` decides the asks an old
-    holder left undecided."""
+    holder left undecided; ``retell`` tells the phones an agent's row and some of its
+    conversations' rows again (an old holder that died may not have)."""
 
     settled: Callable[[Collection[str] | None, float], Awaitable[bool]]
     pushing: Pushing
+    retell: Callable[[str, Sequence[str]], None] = lambda agent, conversations: None
 
     async def finish(self, agents: Collection[str] | None) -> None:
         """The work spawned for ``agents`` (None: any) ended, or :data:`WORK_WAIT` passed."""
@@ -85,10 +87,11 @@ class Work:
 
 def _taken_over(agents: Agents, work: Work, spawn: Spawn, name: str) -> None:
     """A lease resumed without a snapshot: the asks open as its old holder left them (the
-    log read to its end) that it did not decide are decided by this worker."""
+    log read to its end), and the notices with a push it applied, that it did not decide
+    are decided by this worker."""
     convs = list(agents.mirrors[name].conversations.values())
     asks = [(ask, conv.title) for conv in convs for ask in conv.asks]
-    if asks:
+    if asks or work.pushing.left_by_holder(name):
         spawn(work.pushing.taken_over(name, asks), f"taken-over-{name}")
 
 
@@ -168,10 +171,12 @@ class Workers:
 
         following.on_want = want
         following.catch_up = self.log.catch_up
+        following.last_read = self.log.events.last_read
         following.settle = self._settle
         if work is not None:
             following.finish_work = work.finish
             following.on_taken_over = functools.partial(_taken_over, agents, work, spawn)
+            following.retell = work.retell
         if supervisor is not None:
 
             def duty(name: str, held: bool) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import contextvars
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -744,6 +744,12 @@ class Chats:
         mine = match_echo(lines, item, now)
         if mine is not None:
             lines.remove(mine)
+
+    def retell(self, agent: str, conversations: Sequence[str]) -> None:
+        """Tell the phones these conversations' rows (and a loaded chat's state) again, as
+        they are (another worker may not have told them)."""
+        for conv_id in conversations:
+            self._publish_soon(agent, conv_id)
 
     def _publish_soon(self, agent: str, conv_id: str) -> None:
         """Publish the conversation's row and chat once the events read with this one are

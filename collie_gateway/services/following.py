@@ -13,11 +13,12 @@ and chats kept current, nothing told: :data:`~collie_gateway.services.phonebus.Q
 Each round a worker also says it is live (a heartbeat row) and reads every live lease and
 heartbeat (one survey); ``core/balance.py`` decides from it what the worker gives back (its
 surplus over ⌈A/N⌉) and what free leases it takes. A lease given back for balance is a clean
-hand-over: the link is stopped, what it read is written and applied as the holder's, the
-stored mirror flushed, then the lease freed; the worker that takes it reads the log to its
-end and resumes the agent's stream after the last event the old holder read (no snapshot,
-so no phone sees a reset). Duties (the crew's, a bridge's: ``~bridge/<name>``) are taken by
-whoever finds them free.
+hand-over: the link is stopped, what it read is written and applied as the holder's, then
+its last state (``~sync``, under its epoch), the stored mirror flushed, then the lease freed;
+the worker that takes it reads the log to its end, so its mirror is the log's even if it has
+just started, and resumes the agent's stream after the last event the old holder read (no
+snapshot, so no phone sees a reset). Duties (the crew's, a bridge's: ``~bridge/<name>``)
+are taken by whoever finds them free.
 
 A worker that cannot renew a lease drops the link at once; a write refused for a stale epoch,
 or an entry of a newer epoch seen in the log, drops it too. A worker that starts writes
@@ -109,6 +110,7 @@ _hello = msgspec.json.Decoder(HelloRec)
 Write = Callable[[Record], None]
 RENEWALS: Final = 3  # a lease is renewed this many times in its time
 BRIDGE: Final = "~bridge/"  # the duty of running a bridge named in sources.json
+RETOLD: Final = 32  # ours: conversations whose rows a lease that ran out tells again
 
 
 async def _nothing() -> None:
@@ -116,6 +118,10 @@ async def _nothing() -> None:
 
 
 async def _no_work(agents: Collection[str] | None) -> None:
+    return None
+
+
+async def _none_read(agent: str, epoch: int) -> StoredEvent | None:
     return None
 
 
@@ -136,13 +142,26 @@ def _set_snapshot(mirror: AgentMirror, rec: SnapRec) -> None:
     mirror.last_event_id = rec.last_event_id
 
 
-class RecordListener:
-    """The holder's link listener: what the link reads goes to the shared log, fenced."""
+def _same(mirror: AgentMirror, sync: SyncRec) -> bool:
+    """Whether ``mirror`` holds the state ``sync`` carries."""
+    snap = sync.snapshot
+    return (
+        link_rec(mirror) == sync.link
+        and mirror.last_event_id == snap.last_event_id
+        and list(mirror.conversations.values()) == snap.conversations
+    )
 
-    def __init__(self, write: Write, agent: str, epoch: int) -> None:
+
+class RecordListener:
+    """The holder's link listener: what the link reads goes to the shared log, fenced.
+    ``known``: the link's mirror is the agent's state as the log has it (resumed on a mirror
+    that was, or a snapshot read since); until then it is not sent as a ``~sync``."""
+
+    def __init__(self, write: Write, agent: str, epoch: int, *, known: bool = False) -> None:
         self.write = write
         self.agent = agent
         self.epoch = epoch
+        self.known = known
 
     def _put(self, kind: str, body: msgspec.Struct) -> None:
         self.write(Record(kind, _encoder.encode(body), self.agent, self.epoch))
@@ -153,6 +172,7 @@ class RecordListener:
     def snapshot_taken(self, mirror: AgentMirror) -> None:
         convs = list(mirror.conversations.values())
         self._put("~snapshot", SnapRec(convs, mirror.last_event_id))
+        self.known = True
 
     def event_received(self, mirror: AgentMirror, event: AgentEvent, change: Change) -> None:
         self._put("~event", EventRec(mirror.last_event_id, event))
@@ -197,17 +217,25 @@ class Following:
         #: A lease taken over (handed over, or run out) and resumed without a snapshot:
         #: what the old holder left undecided is decided here (called under the new epoch).
         self.on_taken_over: Callable[[str], None] = lambda name: None
+        #: A lease that ran out resumed: the agent's row and these conversations' rows are
+        #: told the phones again (under the new epoch).
+        self.retell: Callable[[str, Sequence[str]], None] = lambda agent, convs: None
         #: The log read to its end (what a worker that gave a lease back wrote).
         self.catch_up: Callable[[], Awaitable[None]] = _nothing
+        #: The last entry a link of the agent wrote under the epoch, if still in the log.
+        self.last_read: Callable[[str, int], Awaitable[StoredEvent | None]] = _none_read
         self.seen: list[Holding] = []  # the last survey
         #: Agents whose screens' mirror is the log's: a snapshot or sync of them applied
         #: since this worker started, and every entry since (no gap).
         self.current: set[str] = set()
         self._task: asyncio.Task[None] | None = None  # the renewals
         self._balancing: asyncio.Task[None] | None = None
-        #: The mirrors of the links stopped by a hand-over under way, until each lease is
-        #: given back: a worker starting meanwhile is still sent their state.
-        self._handing: dict[str, AgentMirror] = {}
+        #: The links stopped by a hand-over under way, until each lease is given back: a
+        #: worker starting meanwhile is still sent their state.
+        self._handing: dict[str, AgentLink] = {}
+        #: Per agent followed elsewhere: the epoch of the last event applied here, and the
+        #: conversations the events of that epoch touched (the last :data:`RETOLD`).
+        self._touched: dict[str, tuple[int, dict[str, None]]] = {}
 
     def holds(self, name: str) -> bool:
         """Whether this worker holds the lease of an agent (or a duty) now."""
@@ -298,13 +326,31 @@ class Following:
         # A lease given back, or one that ran out, resumes after what the old holder wrote
         # when this worker's mirror of the agent is the log's: the new epoch fences it, so
         # the log read to its end now holds all it will ever write (no snapshot, no reset).
-        # A mirror that is not (no state of the holder's read here yet: the stored mirror
-        # lags) takes a snapshot: resumed, its asks would be missed, and the events after
-        # its stale id taken as new.
+        # A mirror that is not (no state of the holder's read here: a lease that ran out
+        # under a worker just started, or a hand-over whose ``~sync`` was not written; the
+        # stored mirror lags) takes a snapshot: resumed, its asks would be missed, and the
+        # events after its stale id taken as new.
         if any(t.given_by is not None or t.lease.agent in self.current for t in taken):
             await self.catch_up()  # the state the old holder sent as it gave the lease back
         for one in taken:
+            if one.given_by is not None and one.lease.agent not in self.current:
+                await self._read_back(one.lease)
             self._hold(one, resume=one.lease.agent in self.current)
+
+    async def _read_back(self, lease: Lease) -> None:
+        """A lease given back by a holder whose last state this worker did not read (it
+        started after it was written): that state, the ``~sync`` the hand-over wrote, read
+        back from the log and applied, when it is the last entry the old holder's link
+        wrote (so the whole of what it read: nothing of it comes after)."""
+        if lease.agent not in self.mirrors:
+            return  # a duty: no state
+        try:
+            entry = await self.last_read(lease.agent, lease.epoch - 1)
+        except Exception as exc:  # the store unreachable: a snapshot, then
+            log.warning("agent %s: its last state not read back (%s)", lease.agent, exc)
+            return
+        if entry is not None and entry.type == "~sync":
+            self.apply(entry)
 
     def _hold(self, taken: Taken, *, resume: bool = False) -> None:
         lease = taken.lease
@@ -327,7 +373,7 @@ class Following:
         private = AgentMirror(name, hello=shown.hello, wire=shown.wire)
         private.replace_all(list(shown.conversations.values()))
         private.last_event_id = shown.last_event_id
-        listener = RecordListener(self.write, name, lease.epoch)
+        listener = RecordListener(self.write, name, lease.epoch, known=resume)
         link = AgentLink(source, private, listener, self.timing, gate=self.gate, resume=resume)
         self.links[name] = link
         link.start()
@@ -335,18 +381,31 @@ class Following:
             token = ORIGIN.set((name, lease.epoch))
             try:
                 self.on_taken_over(name)
+                if taken.given_by is None:
+                    self._retell(name, lease.epoch - 1)
             finally:
                 ORIGIN.reset(token)
 
+    def _retell(self, name: str, epoch: int) -> None:
+        """A lease that ran out: its holder may have died between writing what its link
+        read and writing what that told the phones (two transactions), and the agent does
+        not send that again. The rows it may not have told are told again (a row is a
+        state: told twice, it is the same row)."""
+        touched_epoch, convs = self._touched.pop(name, (0, {}))
+        self.retell(name, list(convs) if touched_epoch == epoch else [])
+
     async def hand_over(self, names: Sequence[str]) -> None:
         """Give these leases back for other workers to take, cleanly: the links stop, what
-        they read is written and applied as the holder's, the mirror flushed, then each
-        lease is freed (until then a worker starting is sent their state)."""
+        they read and then their last state (``~sync``) are written and applied as the
+        holder's, the mirror flushed, then each lease is freed (until then a worker starting
+        is sent their state too)."""
         leases = {n: self.held[n] for n in names if n in self.held}
         links = {n: link for n in leases if (link := self.links.pop(n, None)) is not None}
-        self._handing.update((n, link.mirror) for n, link in links.items())
+        self._handing.update(links)
         try:
             await asyncio.gather(*(link.close() for link in links.values()))
+            if links:  # their last state, under this epoch: the next holder resumes on it
+                self._sync(list(links))
             await self.settle()
             await self.finish_work(list(leases))  # its push decisions made, under its epoch
             await self.settle()  # what that work told the phones written, while it holds
@@ -405,23 +464,38 @@ class Following:
         token: Token[tuple[str, int] | None] | Token[bool]
         token = ORIGIN.set((name, lease.epoch)) if own and lease else QUIET.set(True)
         try:
-            self._route(kind, entry.data, self.mirrors[name], router, own)
+            touched = self._route(kind, entry.data, self.mirrors[name], router, own)
         finally:
             if own:
                 ORIGIN.reset(token)  # type: ignore[arg-type]
             else:
                 QUIET.reset(token)  # type: ignore[arg-type]
+        if touched is not None and not own and entry.epoch is not None:
+            self._touch(name, entry.epoch, touched)
+
+    def _touch(self, name: str, epoch: int, conversation: str) -> None:
+        kept = self._touched.get(name)
+        if kept is None or kept[0] != epoch:
+            kept = self._touched[name] = (epoch, {})
+        convs = kept[1]
+        convs.pop(conversation, None)
+        convs[conversation] = None
+        if len(convs) > RETOLD:
+            del convs[next(iter(convs))]
 
     def _route(
         self, kind: str, data: bytes, mirror: AgentMirror, router: Router, own: bool
-    ) -> None:
+    ) -> str | None:
+        """Apply one link entry to ``mirror`` and hand it to ``router``: the conversation
+        an event touched."""
         if kind == "~event":
             rec = _event.decode(data)
             if rec.id is not None:
                 mirror.last_event_id = rec.id
             change = apply_event(mirror, rec.event)
             router.event_received(mirror, rec.event, change)
-        elif kind == "~link":
+            return change.conversation_id
+        if kind == "~link":
             _set_link(mirror, _link.decode(data))
             router.link_changed(mirror)
         elif kind == "~snapshot":
@@ -430,25 +504,29 @@ class Following:
             router.snapshot_taken(mirror)
         elif kind == "~sync" and not own:
             sync = _sync.decode(data)
-            _set_link(mirror, sync.link)
-            _set_snapshot(mirror, sync.snapshot)
             self.current.add(mirror.name)
-            router.link_changed(mirror)
-            router.snapshot_taken(mirror)
+            if not _same(mirror, sync):  # (one that is the log's already: nothing to do)
+                _set_link(mirror, sync.link)
+                _set_snapshot(mirror, sync.snapshot)
+                router.link_changed(mirror)
+                router.snapshot_taken(mirror)
+        return None
 
     def _sync(self, agents: Sequence[str]) -> None:
         """A worker started (or missed entries): the state of ``agents`` (empty: every
         agent) this worker follows, for it. The link's own mirror (of a link a hand-over
         stopped: its last), not the screens': it holds every entry the link queued before
         this one, so the state is the log's where this entry lands (the screens' lags by
-        what is queued and not yet read back)."""
+        what is queued and not yet read back). A link that has not read its snapshot yet
+        sends nothing: its mirror is the stored one, which may lag."""
         for name, lease in self.held.items():
             if agents and name not in agents:
                 continue
-            link = self.links.get(name)
-            mirror = link.mirror if link is not None else self._handing.get(name)
-            if mirror is None:
-                continue
+            link = self.links.get(name) or self._handing.get(name)
+            listener = link.listener if link is not None else None
+            if link is None or not isinstance(listener, RecordListener) or not listener.known:
+                continue  # (a snapshot not read yet: its ``~snapshot`` brings the state)
+            mirror = link.mirror
             snap = SnapRec(list(mirror.conversations.values()), mirror.last_event_id)
             body = _encoder.encode(SyncRec(link_rec(mirror), snap))
             self.write(Record("~sync", body, name, lease.epoch))

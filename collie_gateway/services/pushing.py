@@ -73,6 +73,7 @@ WITHDRAWN = "withdrawn"  # push_log.outcome of a withdrawal a device's service t
 PING_DEADLINE = 30.0  # ours: a test notification's answer is waited for this long
 CLAIM_RETRY = 0.5  # ours: seconds between two tries of a claim another worker holds
 CLAIM_PATIENCE = 60.0  # ours: an ask found open waits this long for another worker's claim
+NOTICES_KEPT = 16  # ours: an agent's last notices with a push kept by a worker not its holder
 
 
 class Subject(Protocol):
@@ -223,6 +224,9 @@ class Pushing:
         self._busy: set[str] = set()  # once keys decided or being sent in this run
         self._waiting: set[str] = set()  # once keys waiting for another worker's claim
         self._owed: set[str] = set()  # once keys seen owed in this run (ask_resolved)
+        #: Each agent's last notices with a push that its holder, another worker, decides:
+        #: once key → (conversation, item, pane), for :meth:`taken_over`.
+        self._notices: dict[str, dict[str, tuple[str, Item, str | None]]] = {}
         self._hooks: set[asyncio.Task[None]] = set()
         self.notify = notify
         self.withdrawals = Withdrawals(self.notify, self.dispatcher, self.clock, self._withdrawn)
@@ -552,15 +556,27 @@ class Pushing:
 
     # --- notices (wire ``Item.push``) ------------------------------------------------------
 
+    def notice_seen(self, agent: str, conversation: str, item: Item, pane: str | None) -> None:
+        """A notice with a push that the agent's holder (another worker) decides: kept (the
+        agent's last :data:`NOTICES_KEPT`), so that this worker decides it if it takes the
+        agent over from a holder that had not (:meth:`taken_over`)."""
+        kept = self._notices.setdefault(agent, {})
+        key = notice_key(self.machine, agent, conversation, item.id)
+        kept.pop(key, None)
+        kept[key] = (conversation, item, pane)
+        if len(kept) > NOTICES_KEPT:
+            del kept[next(iter(kept))]
+
     async def notice_pushed(
-        self, agent: str, conversation: str, item: Item, pane: str | None
+        self, agent: str, conversation: str, item: Item, pane: str | None, *, patient: bool = False
     ) -> None:
         """Decide and send the push an agent asked for with a notice (wire §7.11): once per
         item id (P3's store), not while a phone shows the chat, within P1's limits, which it
-        shares with the asks of its pane and agent; never raises."""
+        shares with the asks of its pane and agent; never raises. ``patient``: as
+        :meth:`_claim` (a notice an old holder left)."""
         key = notice_key(self.machine, agent, conversation, item.id)
         try:
-            if not await self._claim(key, patient=False):
+            if not await self._claim(key, patient=patient):
                 return
             dispatched = False
             try:
@@ -679,20 +695,29 @@ class Pushing:
             except Exception:  # the store unreachable for now: the next round looks again
                 log.exception("owed pushes not looked for")
 
+    def left_by_holder(self, agent: str) -> bool:
+        """Whether this worker kept notices of the agent its holder decides."""
+        return bool(self._notices.get(agent))
+
     async def taken_over(self, agent: str, asks: Sequence[tuple[Ask, str | None]]) -> None:
         """An agent this worker took over without a snapshot (another worker stopped, or
         died, maybe with push decisions in flight): each of ``asks`` (ask, pane: the open
-        asks the old holder left) with no decision stored is decided now, quietly; one
-        another worker is deciding is waited out (:meth:`_claim`), then passed over if that
-        worker decided it. Never raises."""
+        asks the old holder left), and of the notices with a push seen as it held the agent
+        (:meth:`notice_seen`), with no decision stored is decided now (the asks quietly);
+        one another worker is deciding is waited out (:meth:`_claim`), then passed over if
+        that worker decided it. Never raises."""
         keyed = {self._key(agent, ask, None): (ask, pane) for ask, pane in asks}
+        notices = self._notices.pop(agent, {})
         try:
-            left = await self.repo.undecided(keyed) if keyed else set()
+            left = await self.repo.undecided([*keyed, *notices]) if keyed or notices else set()
         except Exception:
             log.exception("push decisions left of %s not looked for", agent)
             return
+        asks_left = [keyed[k] for k in sorted(left) if k in keyed]
+        notices_left = [notices[k] for k in notices if k in left]
         await asyncio.gather(
-            *(self.ask_raised(agent, *keyed[key], from_snapshot=True) for key in sorted(left))
+            *(self.ask_raised(agent, *one, from_snapshot=True) for one in asks_left),
+            *(self.notice_pushed(agent, *one, patient=True) for one in notices_left),
         )
 
     def owes(self, agent: str, ask: Ask, *, machine: str | None = None) -> bool:

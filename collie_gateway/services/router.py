@@ -265,11 +265,14 @@ class AnswerSink:
 
 class NoticeSink:
     """A notice the agent asked to push (wire ``Item.push``) pushes within P1's limits, once
-    per item id (P3); links and snapshots mean nothing to it (a snapshot holds no items)."""
+    per item id (P3); links and snapshots mean nothing to it (a snapshot holds no items).
+    ``kept``: on a worker that does not hold the agent, the notice is only kept, to be
+    decided here if its holder dies before it did (``Pushing.taken_over``)."""
 
-    def __init__(self, pushing: Pushing, spawn: Spawn) -> None:
+    def __init__(self, pushing: Pushing, spawn: Spawn, *, kept: bool = False) -> None:
         self.pushing = pushing
         self.spawn = spawn
+        self.kept = kept
 
     def on_link(self, mirror: AgentMirror) -> None:
         """Nothing: a link's state pushes no notice."""
@@ -286,5 +289,8 @@ class NoticeSink:
             return
         conv = mirror.conversations.get(event.conversation_id)
         pane = conv.title if conv is not None else None
+        if self.kept:
+            self.pushing.notice_seen(mirror.name, event.conversation_id, item, pane)
+            return
         pushed = self.pushing.notice_pushed(mirror.name, event.conversation_id, item, pane)
         self.spawn(pushed, "push")

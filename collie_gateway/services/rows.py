@@ -66,6 +66,12 @@ class Rows:
             worded = self.languages.get
             self.publish("dashboard.row", encoded.raw, lambda t: self.row(name, worded(t)).raw)
 
+    def tell(self, mirror: AgentMirror) -> None:
+        """Tell the phones the agent's row as it is, changed or not (another worker may not
+        have told it)."""
+        self._rows.pop(mirror.name, None)
+        self.changed(mirror)
+
     def _encode(self, name: str, catalogue: Catalogue) -> EncodedRow:
         row = agent_row(self._by_name[name], self.mirror(name), catalogue, self.redact)
         return EncodedRow(msgspec.Raw(_encoder.encode(row)), row.waiting)

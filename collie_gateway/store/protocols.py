@@ -341,6 +341,11 @@ class EventLogStore(Protocol):
         """The entries after ``seq`` still kept, oldest first (at most ``limit``)."""
         ...
 
+    async def last_read(self, agent: str, epoch: int) -> StoredEvent | None:
+        """The last entry of what a link of ``agent`` read under ``epoch`` (``~link``,
+        ``~snapshot``, ``~event`` or ``~sync``), if one is still kept."""
+        ...
+
     async def prune(self, keep: int) -> None:
         """Keep only the newest ``keep`` entries."""
         ...

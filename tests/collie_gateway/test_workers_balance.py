@@ -154,18 +154,6 @@ def resets(events: list[Event]) -> list[Event]:
     return [e for e in events if e[1] in ("reset", "list.reset")]
 
 
-def needless_resets(events: list[Event], gateways: list[GatewayProcess]) -> list[Event]:
-    """The resets of ``events`` not for an agent handed over: a worker that takes a lease
-    before the old holder's state of the agent reached it takes a snapshot (its mirror is not
-    the log's: resumed, it would miss the agent's open asks), which resets that agent's list."""
-    moved = {agent for agent, *_ in handed(gateways)}
-    return [e for e in resets(events) if e[1] == "reset" or _agent_of(e) not in moved]
-
-
-def _agent_of(event: Event) -> str:
-    return str(json.loads(event[2]).get("agent"))
-
-
 # --- 1. thirty agents, three workers --------------------------------------------------------
 
 
@@ -390,7 +378,7 @@ async def _join_and_leave(
     for name in seen:  # what was told after ``end`` reached some streams only: left out
         seen[name] = [e for e in seen[name] if not e[0] or int(e[0].rsplit("-", 1)[1]) <= end]
     whole = seen["second"]  # a stream that never broke
-    assert needless_resets(whole, gateways) == []
+    assert resets(whole) == []
     assert sorted(asks_raised(whole)) == sorted(all_asks)  # each ask once
     for name in ("third",):
         assert numbers(seen[name]) == numbers(whole), name
@@ -399,7 +387,7 @@ async def _join_and_leave(
     assert got == sorted(set(got))  # nothing twice
     assert got == [n for n in numbers(whole) if n >= got[0]][: len(got)]  # nothing lost
     for name in ("first", "first-again", "fourth"):
-        assert needless_resets(seen[name], gateways) == [], name
+        assert resets(seen[name]) == [], name
     assert len(handed(gateways)) >= 2  # the fourth took its share; the first's were taken
 
     # One push decision per ask, exactly the decisions one limiter makes (P1, P3).

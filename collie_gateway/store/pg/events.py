@@ -165,6 +165,23 @@ class EventLog:
             for s, t, d, a, e, w in rows
         ]
 
+    async def last_read(self, agent: str, epoch: int) -> StoredEvent | None:
+        """The last entry of what a link of ``agent`` read under ``epoch`` (``~link``,
+        ``~snapshot``, ``~event`` or ``~sync``), if one is still kept: the newest entries
+        first, on the table's key."""
+        async with self.db.reading() as conn:
+            cur = await conn.execute(
+                "SELECT seq, type, data, agent, epoch, words FROM events WHERE agent = %s"
+                " AND epoch = %s AND type IN ('~link', '~snapshot', '~event', '~sync')"
+                " ORDER BY seq DESC LIMIT 1",
+                (agent, epoch),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        s, t, d, a, e, w = row
+        return StoredEvent(int(s), str(t), bytes(d), a, int(e), w and bytes(w))
+
     async def prune(self, keep: int) -> None:
         """Keep only the newest ``keep`` entries."""
         async with self.db.transaction() as conn:
