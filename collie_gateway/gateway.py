@@ -144,9 +144,11 @@ class Gateway:
         answers = AnswerSink(self.answers, self.ledger, spawn)
         chats = ChatSink(self.chats)
         notices = NoticeSink(self.pushing, spawn)
-        if quiet:
+        if quiet:  # (the asks only told: kept, in case the holder dies before it told them)
             kept = NoticeSink(self.pushing, spawn, kept=True)
-            return Router(self.settings.clock, (rows,), (rows, chats), (rows, chats, kept))
+            told = AskSink(self.pushing, publish, spawn, self.masked_asks, told=True)
+            on_event = (rows, told, chats, kept)
+            return Router(self.settings.clock, (rows,), (rows, chats), on_event)
         return Router(
             self.settings.clock,
             on_link=(mirror, rows, answers),

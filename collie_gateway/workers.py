@@ -171,6 +171,8 @@ class Workers:
 
         following.on_want = want
         following.catch_up = self.log.catch_up
+        following.tell = self.bus.publish
+        self.log.on_applied = following.applied
         following.last_read = self.log.events.last_read
         following.settle = self._settle
         if work is not None:

@@ -32,8 +32,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from contextvars import Token
 from typing import Final
 
 import msgspec
@@ -42,7 +42,7 @@ from collie_gateway.core.balance import plan
 from collie_gateway.core.mirror import AgentMirror, Change, LinkState, apply_event
 from collie_gateway.core.reconnect import LinkTiming
 from collie_gateway.services.links import AgentLink
-from collie_gateway.services.phonebus import QUIET
+from collie_gateway.services.phonebus import KEPT, QUIET, Localize, Publish, Untold
 from collie_gateway.services.router import Router
 from collie_gateway.services.tasks import Spawn, cancelled
 from collie_gateway.services.worklog import ORIGIN
@@ -100,17 +100,31 @@ class WantRec(msgspec.Struct, frozen=True):
     ask_id: str
 
 
+class ToldRec(msgspec.Struct, frozen=True):
+    """``~told``: what the holder's link events up to this number told the phones is
+    written (in the same transaction)."""
+
+    seq: int
+
+
 _link = msgspec.json.Decoder(LinkRec)
 _snap = msgspec.json.Decoder(SnapRec)
 _event = msgspec.json.Decoder(EventRec)
 _sync = msgspec.json.Decoder(SyncRec)
 _want = msgspec.json.Decoder(WantRec)
 _hello = msgspec.json.Decoder(HelloRec)
+_told = msgspec.json.Decoder(ToldRec)
 
 Write = Callable[[Record], None]
 RENEWALS: Final = 3  # a lease is renewed this many times in its time
 BRIDGE: Final = "~bridge/"  # the duty of running a bridge named in sources.json
 RETOLD: Final = 32  # ours: conversations whose rows a lease that ran out tells again
+#: ours: link events per agent followed elsewhere whose phone events are kept until the
+#: holder's ``~told`` covers them (it comes with the next write after the event's).
+UNTOLD: Final = 1024
+
+#: Per agent followed elsewhere: (the entry's number, its epoch, what it would tell).
+Kept = deque[tuple[int, int, tuple[Untold, ...]]]
 
 
 async def _nothing() -> None:
@@ -122,6 +136,10 @@ async def _no_work(agents: Collection[str] | None) -> None:
 
 
 async def _none_read(agent: str, epoch: int) -> StoredEvent | None:
+    return None
+
+
+def _untold(type_: str, payload: object, localize: Localize | None = None, /) -> None:
     return None
 
 
@@ -220,6 +238,8 @@ class Following:
         #: A lease that ran out resumed: the agent's row and these conversations' rows are
         #: told the phones again (under the new epoch).
         self.retell: Callable[[str, Sequence[str]], None] = lambda agent, convs: None
+        #: Tells the phones one event (the bus's publish): what an old holder left untold.
+        self.tell: Publish = _untold
         #: The log read to its end (what a worker that gave a lease back wrote).
         self.catch_up: Callable[[], Awaitable[None]] = _nothing
         #: The last entry a link of the agent wrote under the epoch, if still in the log.
@@ -236,6 +256,12 @@ class Following:
         #: Per agent followed elsewhere: the epoch of the last event applied here, and the
         #: conversations the events of that epoch touched (the last :data:`RETOLD`).
         self._touched: dict[str, tuple[int, dict[str, None]]] = {}
+        #: Per agent followed elsewhere: what its link events would have told, until the
+        #: holder says it told it (``~told``), at most :data:`UNTOLD` events.
+        self._untold: dict[str, Kept] = {}
+        #: Per agent held: (epoch, number) of the last link event applied as its holder
+        #: since the last ``~told`` (written after the run of entries: :meth:`applied`).
+        self._told: dict[str, tuple[int, int]] = {}
 
     def holds(self, name: str) -> bool:
         """Whether this worker holds the lease of an agent (or a duty) now."""
@@ -377,14 +403,28 @@ class Following:
         link = AgentLink(source, private, listener, self.timing, gate=self.gate, resume=resume)
         self.links[name] = link
         link.start()
+        untold = self._untold.pop(name, ())
         if resume:  # no snapshot: its asks are looked at here (work of the new epoch)
             token = ORIGIN.set((name, lease.epoch))
             try:
+                if taken.given_by is None:  # what the old holder may have died before telling
+                    self._tell_untold(untold, lease.epoch - 1)
                 self.on_taken_over(name)
                 if taken.given_by is None:
                     self._retell(name, lease.epoch - 1)
             finally:
                 ORIGIN.reset(token)
+
+    def _tell_untold(
+        self, untold: Collection[tuple[int, int, tuple[Untold, ...]]], epoch: int
+    ) -> None:
+        """A lease that ran out: the phone events the old holder's link events (of
+        ``epoch``) would have told and no ``~told`` of it covered, told now, in order, once
+        (it died between writing what its link read and what that told)."""
+        for _, kept_epoch, events in untold:
+            if kept_epoch == epoch:
+                for type_, payload, localize in events:
+                    self.tell(type_, payload, localize)
 
     def _retell(self, name: str, epoch: int) -> None:
         """A lease that ran out: its holder may have died between writing what its link
@@ -458,20 +498,65 @@ class Following:
             if lease is not None:
                 self.on_want(name, _want.decode(entry.data).ask_id)
             return
-        router = self.full if own else self.quiet
-        if router is None:
+        if kind == "~told":
+            if not own and entry.epoch is not None:
+                self._forget(name, entry.epoch, _told.decode(entry.data).seq)
             return
-        token: Token[tuple[str, int] | None] | Token[bool]
-        token = ORIGIN.set((name, lease.epoch)) if own and lease else QUIET.set(True)
+        if own and lease is not None:
+            self._apply_own(entry, name, lease.epoch)
+        else:
+            self._apply_quietly(entry, name)
+
+    def _apply_own(self, entry: StoredEvent, name: str, epoch: int) -> None:
+        """An entry of this worker's link: every sink, what it tells fenced by the epoch."""
+        if self.full is None:
+            return
+        token = ORIGIN.set((name, epoch))
         try:
-            touched = self._route(kind, entry.data, self.mirrors[name], router, own)
+            self._route(entry.type, entry.data, self.mirrors[name], self.full, True)
         finally:
-            if own:
-                ORIGIN.reset(token)  # type: ignore[arg-type]
-            else:
-                QUIET.reset(token)  # type: ignore[arg-type]
-        if touched is not None and not own and entry.epoch is not None:
+            ORIGIN.reset(token)
+        if entry.type == "~event":
+            self._told[name] = (epoch, entry.seq)
+
+    def _apply_quietly(self, entry: StoredEvent, name: str) -> None:
+        """Another worker's entry: screens kept current, nothing told; what a link event
+        would have told is kept until its holder's ``~told`` covers it."""
+        if self.quiet is None:
+            return
+        kept: list[Untold] | None = [] if entry.epoch is not None else None
+        quiet, keep = QUIET.set(True), KEPT.set(kept if entry.type == "~event" else None)
+        try:
+            touched = self._route(entry.type, entry.data, self.mirrors[name], self.quiet, False)
+        finally:
+            KEPT.reset(keep)
+            QUIET.reset(quiet)
+        if entry.epoch is None:
+            return
+        self._forget(name, entry.epoch, 0)  # an older holder's: the next one told it
+        if touched is not None:
             self._touch(name, entry.epoch, touched)
+        if kept:
+            untold = self._untold.get(name)
+            if untold is None:
+                untold = self._untold[name] = deque(maxlen=UNTOLD)
+            untold.append((entry.seq, entry.epoch, tuple(kept)))
+
+    def _forget(self, name: str, epoch: int, upto: int) -> None:
+        """What the agent's link events told is written: those of ``epoch`` up to number
+        ``upto`` (and all of older epochs)."""
+        untold = self._untold.get(name)
+        while untold and (untold[0][1] < epoch or (untold[0][1] == epoch and untold[0][0] <= upto)):
+            untold.popleft()
+
+    def applied(self) -> None:
+        """A run of entries applied: for each agent held whose link events it applied, a
+        ``~told`` (written in one transaction with what they told: services/worklog.py)."""
+        told, self._told = self._told, {}
+        for name, (epoch, seq) in told.items():
+            lease = self.held.get(name)
+            if lease is not None and lease.epoch == epoch:
+                self.write(Record("~told", _encoder.encode(ToldRec(seq)), name, epoch))
 
     def _touch(self, name: str, epoch: int, conversation: str) -> None:
         kept = self._touched.get(name)

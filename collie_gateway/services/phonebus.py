@@ -34,6 +34,14 @@ QUIET: ContextVar[bool] = ContextVar("collie_quiet", default=False)
 #: An event's payload in the language a tag names (for events that carry the phone's words).
 Localize = Callable[[str], object]
 
+#: One event a worker would have told: (type, payload, how to word it in another language).
+Untold = tuple[str, object, Localize | None]
+
+#: Set (with :data:`QUIET`) while a worker applies another worker's link event: what it would
+#: have told the phones is kept there, to be told if the holder dies before it did
+#: (services/following.py).
+KEPT: ContextVar[list[Untold] | None] = ContextVar("collie_kept", default=None)
+
 
 class Publish(Protocol):
     """Tells the phones one event (``PhoneBus.publish``): its type, its JSON payload in the

@@ -191,15 +191,24 @@ class ReceiptSink:
 
 class AskSink:
     """Asks raised push (P1–P3) and are told to a lead following this gateway (W4); a push
-    still owed for an ask resolved is not sent."""
+    still owed for an ask resolved is not sent. ``told``: on a worker that does not hold the
+    agent, asks raised and resolved are only told (kept quiet, to be told if the holder dies
+    before it did: services/following.py), nothing pushed."""
 
     def __init__(
-        self, pushing: Pushing, publish: Publish, spawn: Spawn, masked: MaskedAsks
+        self,
+        pushing: Pushing,
+        publish: Publish,
+        spawn: Spawn,
+        masked: MaskedAsks,
+        *,
+        told: bool = False,
     ) -> None:
         self.pushing = pushing
         self.publish = publish
         self.spawn = spawn
         self.masked = masked  # the phones' stream and a lead see every text masked (X1)
+        self.told = told
 
     def on_link(self, mirror: AgentMirror) -> None:
         pass
@@ -207,6 +216,8 @@ class AskSink:
     def on_snapshot(self, mirror: AgentMirror) -> None:
         # Asks raised while the gateway was away push now; once per ask (P3) keeps the rest
         # quiet.
+        if self.told:
+            return
         for conv in list(mirror.conversations.values()):
             for ask in conv.asks:
                 self._raised(mirror.name, ask, conv.title, from_snapshot=True)
@@ -218,7 +229,7 @@ class AskSink:
             conv = mirror.conversations.get(event.ask.conversation)
             self._raised(mirror.name, event.ask, conv.title if conv else None, from_snapshot=False)
         elif isinstance(event, AskResolved) and change.resolved is not None:
-            if self.pushing.owes(mirror.name, change.resolved):
+            if not self.told and self.pushing.owes(mirror.name, change.resolved):
                 self.spawn(self.pushing.ask_resolved(mirror.name, change.resolved), "push")
             # A lead following this gateway settles its own push for it (W4).
             shown = self.masked(change.resolved)
@@ -226,7 +237,9 @@ class AskSink:
             self.publish("ask.resolved", {"agent": mirror.name, "ask": shown})
 
     def _raised(self, agent: str, ask: Ask, pane: str | None, *, from_snapshot: bool) -> None:
-        self.spawn(self.pushing.ask_raised(agent, ask, pane, from_snapshot=from_snapshot), "push")
+        if not self.told:
+            pushed = self.pushing.ask_raised(agent, ask, pane, from_snapshot=from_snapshot)
+            self.spawn(pushed, "push")
         # A lead following this gateway pushes it to its own phones (W4); a phone may ignore it.
         shown, pane = self.masked(ask), self.masked.mask(pane) if pane else pane
         payload = {"agent": agent, "ask": shown, "pane": pane, "from_snapshot": from_snapshot}

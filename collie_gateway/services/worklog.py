@@ -26,7 +26,14 @@ from typing import Final
 
 import msgspec
 
-from collie_gateway.services.phonebus import QUIET, Localize, PhoneBus, PhoneEvent, Subscription
+from collie_gateway.services.phonebus import (
+    KEPT,
+    QUIET,
+    Localize,
+    PhoneBus,
+    PhoneEvent,
+    Subscription,
+)
 from collie_gateway.services.tasks import cancelled
 from collie_gateway.store.protocols import EventLogStore
 from collie_gateway.store.values import Appended, Heard, StoredEvent
@@ -68,9 +75,12 @@ class SharedBus(PhoneBus):
     def publish(  # type: ignore[override]
         self, type_: str, payload: object, localize: Localize | None = None
     ) -> None:
-        """Write one phone event to the log (nothing while :data:`QUIET`); the phones hear it
-        when the log gives it back."""
+        """Write one phone event to the log (nothing while :data:`QUIET`: kept in
+        :data:`KEPT` if set); the phones hear it when the log gives it back."""
         if QUIET.get():
+            kept = KEPT.get()
+            if kept is not None:
+                kept.append((type_, payload, localize))
             return
         words = None
         if localize is not None and self.languages:
@@ -135,7 +145,11 @@ class SharedLog:
         self.on_lost = on_lost  # leases found lost at a write: their links are dropped
         self.on_gap = on_gap  # entries were pruned before this worker read them
         self.bus: SharedBus | None = None
+        #: After each run of entries applied: what it tells, queued then, is written in one
+        #: transaction with what the run told (services/following.py's ``~told``).
+        self.on_applied: Callable[[], None] = lambda: None
         self._queue: list[Record] = []
+        self._tied: list[bool] = []  # per entry queued: written with the next one
         self._wanted = asyncio.Event()
         self._hint = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -166,6 +180,7 @@ class SharedLog:
     def write(self, record: Record) -> None:
         """Queue one entry; entries are written in the order queued."""
         self._queue.append(record)
+        self._tied.append(False)
         self._idle.clear()
         self._wanted.set()
 
@@ -195,12 +210,16 @@ class SharedLog:
             await self._wanted.wait()
             self._wanted.clear()
             while self._queue:
-                batch, self._queue = self._queue[:BATCH], self._queue[BATCH:]
+                cut = min(BATCH, len(self._queue))
+                while cut < len(self._queue) and self._tied[cut - 1]:
+                    cut += 1  # what one run of entries told goes in one transaction
+                batch, self._queue = self._queue[:cut], self._queue[cut:]
+                tied, self._tied = self._tied[:cut], self._tied[cut:]
                 try:
                     done: Appended = await self.events.write(batch)
                 except Exception:
                     log.exception("the shared log was not written; trying again")
-                    self._queue[:0] = batch
+                    self._queue[:0], self._tied[:0] = batch, tied
                     await asyncio.sleep(1.0)
                     continue
                 if done.lost:
@@ -267,9 +286,20 @@ class SharedLog:
                 return
 
     def _apply(self, entries: Sequence[StoredEvent]) -> None:
-        """Apply entries in order, each once (the writer may have applied its own)."""
+        """Apply entries in order, each once (the writer may have applied its own); what
+        the run queues (the phone events it tells, then ``on_applied``'s) is tied: written
+        in one transaction."""
         assert self.bus is not None  # opened before start
-        bus = self.bus
+        start = len(self._queue)
+        self._run(entries, self.bus)
+        try:
+            self.on_applied()
+        except Exception:
+            log.exception("what the shared log's entries told not marked")
+        for i in range(start, len(self._queue) - 1):
+            self._tied[i] = True
+
+    def _run(self, entries: Sequence[StoredEvent], bus: SharedBus) -> None:
         for entry in entries:
             if entry.seq <= bus._seq:
                 continue

@@ -465,3 +465,58 @@ async def test_a_holder_whose_link_read_no_snapshot_yet_sends_no_state(
         await eventually(lambda: holds(second), within=10)
         assert await told(pg_url, 0, "~sync") == []
         assert list(second.mirrors["d0"].conversations) == ["p0"]
+
+
+def stream(gw: Gateway) -> Callable[[], list[tuple[str, dict[str, Any]]]]:
+    """A phone's live stream on ``gw``, opened now: what it was sent so far, as
+    (type, payload)."""
+    sub, _ = gw.bus.subscribe(None)
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    def read() -> list[tuple[str, dict[str, Any]]]:
+        for frame in sub.take(100_000):
+            fields = dict(line.split(": ", 1) for line in frame.decode().strip().split("\n"))
+            seen.append((fields["event"], json.loads(fields["data"])))
+        return seen
+
+    return read
+
+
+def sent(events: list[tuple[str, dict[str, Any]]], kind: str) -> list[str]:
+    """The ids of the chat lines (``chat.item``) or asks (``ask.raised``) a stream was sent."""
+    if kind == "chat.item":
+        return [str(data["item"]["id"]) for t, data in events if t == kind]
+    return [str(data["ask"]["id"]) for t, data in events if t == kind]
+
+
+@pytest.mark.parametrize("dies_at", ["line", "ask"])
+async def test_a_chat_line_and_an_ask_the_dead_holder_never_told_are_told_once_by_the_next(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, dies_at: str
+) -> None:
+    """The holder's link reads a chat line, then an ask raised; the holder dies right after
+    it wrote what its link read and before it wrote what that told the phones (at the line:
+    neither was told; at the ask: the line was, the ask not). The other worker resumes the
+    lease when it runs out (no snapshot): a phone's stream on it is sent the line and the
+    ask raised once each, and no ``list.reset``."""
+    async with pair(pg_url, monkeypatch) as p:
+        first, second = await holder_and_follower(p)
+        phone = stream(second)
+        mark = await log_last(pg_url)
+        died = dies_after_write(first, monkeypatch, b'"k1"' if dies_at == "ask" else b'"l1"')
+        await p.conv.append("reply", "Line one", id="l1")
+        if dies_at == "ask":  # the line told by the holder, before the ask is raised
+            await eventually(lambda: sent(phone(), "chat.item") == ["l1"], within=10)
+        await raise_asks(p.conv, "k1")
+        await eventually(died.is_set, within=10)
+        mirror = second.mirrors["d0"]  # the ask is in the log
+        await eventually(lambda: [a.id for a in mirror.conversations["p0"].asks] == ["k1"])
+        p.workers.remove(first)
+        await asyncio.wait_for(vanish(first, monkeypatch), 30)
+        await eventually(lambda: holds(second), within=10)
+        await eventually(lambda: sent(phone(), "ask.raised") == ["k1"], within=10)
+        await raise_asks(p.conv, "k2")  # read by the new holder's resumed stream
+        await eventually(lambda: sent(phone(), "ask.raised") == ["k1", "k2"], within=10)
+        assert sent(phone(), "chat.item") == ["l1"]
+        assert [r["item"]["id"] for r in await told(pg_url, mark, "chat.item")] == ["l1"]
+        assert [r["ask"]["id"] for r in await told(pg_url, mark, "ask.raised")] == ["k1", "k2"]
+        assert await list_resets(pg_url, mark) == []
