@@ -30,11 +30,13 @@ import pytest
 from collie_gateway import workers as workers_module
 from collie_gateway.core.mirror import LinkState
 from collie_gateway.gateway import Gateway
+from collie_gateway.services import worklog
 from collie_gateway.services.links import AgentLink
 from collie_gateway.services.pushing import DeviceIn
 from collie_gateway.settings import Settings
 from collie_gateway.sources import Source
-from collie_gateway.store.values import StoredEvent
+from collie_gateway.store.values import Appended, StoredEvent
+from collie_gateway.store.values import LogRecord as Record
 from fixtures.agents.harness import short_dir
 from push import Provider
 from tests.collie_gateway.conftest import eventually
@@ -520,3 +522,46 @@ async def test_a_chat_line_and_an_ask_the_dead_holder_never_told_are_told_once_b
         assert [r["item"]["id"] for r in await told(pg_url, mark, "chat.item")] == ["l1"]
         assert [r["ask"]["id"] for r in await told(pg_url, mark, "ask.raised")] == ["k1", "k2"]
         assert await list_resets(pg_url, mark) == []
+
+
+def stops_after_write(gw: Gateway, monkeypatch: pytest.MonkeyPatch, kind: str) -> asyncio.Event:
+    """``gw`` writes nothing after the write that holds a phone event of ``kind`` (as a
+    kill -9 right after that commit leaves it): set then."""
+    log = gw.workers.log if gw.workers else None
+    assert log is not None
+    real = log.events.write
+    stopped = asyncio.Event()
+
+    async def write(records: Sequence[Record]) -> Appended:
+        if stopped.is_set():
+            await asyncio.Event().wait()  # never: the worker is gone
+        done = await real(records)
+        if any(r.type == kind for r in records):
+            stopped.set()
+        return done
+
+    monkeypatch.setattr(log.events, "write", write)
+    return stopped
+
+
+async def test_a_chat_line_the_dead_holder_told_is_not_told_again_whatever_its_writes_held(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log's writes hold one entry each but what one run of entries told: the holder
+    dies right after the write that told a chat line; the other worker takes the lease when
+    it runs out and does not tell the line again (that write said it was told): a phone's
+    stream on it is sent the line once."""
+    monkeypatch.setattr(worklog, "BATCH", 1)
+    async with pair(pg_url, monkeypatch) as p:
+        first, second = await holder_and_follower(p)
+        phone = stream(second)
+        stopped = stops_after_write(first, monkeypatch, "chat.item")
+        await p.conv.append("reply", "Line one", id="l1")
+        await eventually(stopped.is_set, within=10)
+        await eventually(lambda: sent(phone(), "chat.item") == ["l1"], within=10)
+        p.workers.remove(first)
+        await asyncio.wait_for(vanish(first, monkeypatch), 30)
+        await eventually(lambda: holds(second), within=10)
+        await raise_asks(p.conv, "k1")  # read by the new holder's resumed stream
+        await eventually(lambda: sent(phone(), "ask.raised") == ["k1"], within=10)
+        assert sent(phone(), "chat.item") == ["l1"]
