@@ -9,6 +9,10 @@ the holder too, applies them in the log's order to the mirror its screens show
 (:meth:`Following.apply`): the holder through every sink (pushes, answers, receipts, the
 store's mirror, the phones' events, published under its epoch), the others quietly (rows
 and chats kept current, nothing told: :data:`~collie_gateway.services.phonebus.QUIET`).
+With what a run of its entries told the phones, in the same transaction, the holder writes
+``~told`` (the last of its link's events applied); the others keep what they would have
+told until a ``~told`` covers it, and the one that takes over a lease that ran out tells
+what none covered (its holder died between writing its link's events and what they told).
 
 Each round a worker also says it is live (a heartbeat row) and reads every live lease and
 heartbeat (one survey); ``core/balance.py`` decides from it what the worker gives back (its
