@@ -3,8 +3,8 @@ through the ledger (T1), an agent's commit to the phones' streams (D1), and fail
 the agent's follower is killed -9.
 
 Run: ``python bench/workers_bench.py [--seconds S] [--concurrency C] [--streams N] [--asks N]
-[--lease S] [--kills N] [--py-spy DIR] [--before DIR] [--only ledger|balance]``; about 2–3
-minutes with the defaults. The targets
+[--reader lean|aiohttp|both] [--lease S] [--kills N] [--py-spy DIR] [--before DIR] [--only
+ledger|latency|balance]``; about 2–3 minutes with the defaults. The targets
 (one PostgreSQL worker ≥ 3,000 answers a second, three ≥ 1.5× one; commit to phone event
 with three workers at p99 within 1.2× one SQLite worker's, and ≤ 20 ms on a quiet machine)
 are printed MET or MISSED, beside the load average the run saw. ``--py-spy DIR`` samples
@@ -22,17 +22,24 @@ right before it and on the same server, with the code of another checkout (e.g. 
 archive <commit> | tar -x -C DIR``), shown as ``… (before)``: a change and the code before it
 measured under the same load; so is each PostgreSQL run of the commit to phone event.
 
-**Commit to phone event.** An SDK agent in this process raises ``--asks`` asks, one every
-50 ms; ``--streams`` live streams (``GET /api/v1/events``), spread over the workers, each
-time the ``ask.raised`` of each ask from the agent's commit. Gateways are real processes
-(``python -m collie_gateway serve -v``): one on a SQLite file, then one and three on a
-PostgreSQL database of their own. With PostgreSQL one worker follows the agent (the holder
-of its lease, found in the workers' logs); every worker's streams get its events through the
-shared log (README, "Several workers on PostgreSQL"), so with three workers the holder's
-streams and the others' are also shown apart. The streams are read in this process too, so
-the figures carry its own load. With 40 asks and 300 streams the p99 is the slowest ask or
-two, so each figure is shown again without the first ask (a worker's first event pays for
-what is made on first use).
+**Commit to phone event.** An SDK agent in this process opens a conversation, then (the
+streams settled, 0.5 s) raises ``--asks`` asks, one every 50 ms; ``--streams`` live streams
+(``GET /api/v1/events``), spread over the workers, each time the ``ask.raised`` of each ask
+from just before the agent's commit. Gateways are real processes (``python -m collie_gateway
+serve -v``): one on a SQLite file, then one and three on a PostgreSQL database of their own.
+With PostgreSQL one worker follows the agent (the holder of its lease, found in the workers'
+logs); every worker's streams get its events through the shared log (README, "Several workers
+on PostgreSQL"), so with three workers the holder's streams and the others' are also shown
+apart. The streams are read in this process, beside the agent, so a reader must cost little:
+``--reader lean`` (the default, :class:`LeanWatch`) is an asyncio ``Protocol`` per stream
+whose ``data_received`` only appends the chunk and ``perf_counter()`` (CLOCK_MONOTONIC, the
+gateways' clock too); after the asks, once the streams have been quiet 0.2 s, each stream is
+de-chunked and parsed (wire/sse.py) and every ask's event checked (each heard, once), its time
+that of the chunk that completed its frame. ``--reader aiohttp`` (:class:`Watch`) reads with
+aiohttp, the SSE parser and a ``json.loads`` of each event as it comes, as a phone's code
+would; ``--reader both`` runs every configuration with each (``… (aiohttp reader)``). With 40
+asks and 300 streams the p99 is the slowest ask or two, so each figure is shown again without
+the first ask (a worker's first event pays for what is made on first use).
 
 **Failover.** Three PostgreSQL workers with ``COLLIE_LEASE_SECONDS=--lease``. The holder
 (the newest "following it (lease epoch N)" in the logs) is killed -9 while a stream is open
@@ -527,6 +534,9 @@ async def stream_latency(
                             if reader == "lean"
                             else Watch(await http.get(g.base + "/api/v1/events"))
                         )
+                    # Opened before the streams settle: the first ask is timed alone, not
+                    # on top of the conversation's opening (its reads, its list events).
+                    conv = await agent.open_conversation("bench", title="Bench")
                     await asyncio.sleep(0.5)
                     spies = [
                         Spy(g.proc.pid, spy / f"w{i}{'-holder' if g is held else ''}.txt")
@@ -535,7 +545,6 @@ async def stream_latency(
                     ]
                     for one in spies:
                         await one.start()
-                    conv = await agent.open_conversation("bench", title="Bench")
                     sent: dict[str, float] = {}
                     for n in range(asks):
                         sent[f"b{n}"] = time.perf_counter()
