@@ -3,8 +3,8 @@ through the ledger (T1), an agent's commit to the phones' streams (D1), and fail
 the agent's follower is killed -9.
 
 Run: ``python bench/workers_bench.py [--seconds S] [--concurrency C] [--streams N] [--asks N]
-[--lease S] [--kills N] [--py-spy DIR] [--before DIR] [--only ledger|balance]``; about 2–3
-minutes with the defaults. The targets
+[--reader lean|aiohttp|both] [--lease S] [--kills N] [--py-spy DIR] [--before DIR] [--only
+ledger|latency|balance]``; about 2–3 minutes with the defaults. The targets
 (one PostgreSQL worker ≥ 3,000 answers a second, three ≥ 1.5× one; commit to phone event
 with three workers at p99 within 1.2× one SQLite worker's, and ≤ 20 ms on a quiet machine)
 are printed MET or MISSED, beside the load average the run saw. ``--py-spy DIR`` samples
@@ -20,19 +20,27 @@ with durability on (fsync and synchronous commits, as a production server). The 
 round trip is not in it (bench/answer_bench.py). ``--before DIR`` runs each of these again,
 right before it and on the same server, with the code of another checkout (e.g. ``git
 archive <commit> | tar -x -C DIR``), shown as ``… (before)``: a change and the code before it
-measured under the same load; so is each PostgreSQL run of the commit to phone event.
+measured under the same load; so is each run of the commit to phone event (its gateways on
+that code, its streams read by this tree's reader).
 
-**Commit to phone event.** An SDK agent in this process raises ``--asks`` asks, one every
-50 ms; ``--streams`` live streams (``GET /api/v1/events``), spread over the workers, each
-time the ``ask.raised`` of each ask from the agent's commit. Gateways are real processes
-(``python -m collie_gateway serve -v``): one on a SQLite file, then one and three on a
-PostgreSQL database of their own. With PostgreSQL one worker follows the agent (the holder
-of its lease, found in the workers' logs); every worker's streams get its events through the
-shared log (README, "Several workers on PostgreSQL"), so with three workers the holder's
-streams and the others' are also shown apart. The streams are read in this process too, so
-the figures carry its own load. With 40 asks and 300 streams the p99 is the slowest ask or
-two, so each figure is shown again without the first ask (a worker's first event pays for
-what is made on first use).
+**Commit to phone event.** An SDK agent in this process opens a conversation, then (the
+streams settled, 0.5 s) raises ``--asks`` asks, one every 50 ms; ``--streams`` live streams
+(``GET /api/v1/events``), spread over the workers, each time the ``ask.raised`` of each ask
+from just before the agent's commit. Gateways are real processes (``python -m collie_gateway
+serve -v``): one on a SQLite file, then one and three on a PostgreSQL database of their own.
+With PostgreSQL one worker follows the agent (the holder of its lease, found in the workers'
+logs); every worker's streams get its events through the shared log (README, "Several workers
+on PostgreSQL"), so with three workers the holder's streams and the others' are also shown
+apart. The streams are read in this process, beside the agent, so a reader must cost little:
+``--reader lean`` (the default, :class:`LeanWatch`) is an asyncio ``Protocol`` per stream
+whose ``data_received`` only appends the chunk and ``perf_counter()`` (CLOCK_MONOTONIC, the
+gateways' clock too); after the asks, once the streams have been quiet 0.2 s, each stream is
+de-chunked and parsed (wire/sse.py) and every ask's event checked (each heard, once), its time
+that of the chunk that completed its frame. ``--reader aiohttp`` (:class:`Watch`) reads with
+aiohttp, the SSE parser and a ``json.loads`` of each event as it comes, as a phone's code
+would; ``--reader both`` runs every configuration with each (``… (aiohttp reader)``). With 40
+asks and 300 streams the p99 is the slowest ask or two, so each figure is shown again without
+the first ask (a worker's first event pays for what is made on first use).
 
 **Failover.** Three PostgreSQL workers with ``COLLIE_LEASE_SECONDS=--lease``. The holder
 (the newest "following it (lease epoch N)" in the logs) is killed -9 while a stream is open
@@ -77,6 +85,8 @@ from collie_gateway.core.answers import Tap, on_result
 from collie_gateway.store.stores import open_stores
 from fixtures.postgres import ThrowawayPostgres, drop_database, new_database
 from wire.agent import Agent, ConversationHandle, Option
+from wire.messages import MAX_EVENT
+from wire.sse import SSEParser
 
 PERMISSION = [Option(id="yes", label="Yes", role="allow"), Option(id="no", label="No", role="deny")]
 
@@ -366,11 +376,119 @@ class Watch:
             await self._changed.wait()
         return self.times[ask_id]
 
+    async def wait_all(self, ask_ids: Sequence[str]) -> None:
+        """Wait until this stream heard every ask of ``ask_ids``."""
+        for ask_id in ask_ids:
+            await self.heard(ask_id)
+
     async def close(self) -> None:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
             await self._task
         self.resp.close()
+
+
+class LeanWatch(asyncio.Protocol):
+    """One phone stream read raw, as lean as a reader can be: ``data_received`` keeps each
+    chunk with its arrival time (``perf_counter``) and nothing else. After the run the
+    stream is de-chunked and parsed (wire/sse.py), and each ``ask.raised`` timed by the
+    chunk that completed its frame; every ask's event is checked there, once a stream."""
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[float, bytes]] = []
+        self.times: dict[str, float] = {}
+        self.transport: asyncio.Transport | None = None
+        self.ended = False
+
+    @classmethod
+    async def open(cls, base: str) -> LeanWatch:
+        """``GET /api/v1/events`` on ``base`` (``http://127.0.0.1:port``)."""
+        host, port = base.removeprefix("http://").rsplit(":", 1)
+        loop = asyncio.get_running_loop()
+        _, watch = await loop.create_connection(cls, host, int(port))
+        assert watch.transport is not None
+        request = f"GET /api/v1/events HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n"
+        watch.transport.write(request.encode())
+        return watch
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append((time.perf_counter(), data))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended = True
+
+    def parse(self) -> None:
+        """:attr:`times` from what arrived so far; an ask heard twice is an error."""
+        parser = SSEParser(max_line=MAX_EVENT + 64)
+        times: dict[str, float] = {}
+        chunks = list(self.chunks)
+        for (at, _), body in zip(chunks, body_by_chunk([c for _, c in chunks]), strict=True):
+            for event in parser.feed(body):
+                if event.event == "ask.raised":
+                    ask_id = json.loads(event.data)["ask"]["id"]
+                    if ask_id in times:
+                        raise RuntimeError(f"{ask_id} heard twice on one stream")
+                    times[ask_id] = at
+        self.times = times
+
+    async def wait_all(self, ask_ids: Sequence[str]) -> None:
+        """Wait until the stream has been quiet 0.2 s and holds every ask of ``ask_ids``
+        (parsed only then: no parsing while events arrive)."""
+        while True:
+            last = self.chunks[-1][0] if self.chunks else 0.0
+            if time.perf_counter() - last >= 0.2:
+                self.parse()
+                if all(a in self.times for a in ask_ids):
+                    return
+                if self.ended:
+                    raise RuntimeError("the stream ended before every ask was heard")
+            await asyncio.sleep(0.05)
+
+    async def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+def body_by_chunk(chunks: Sequence[bytes]) -> list[bytes]:
+    """The body bytes (de-chunked) each of ``chunks`` carried, from a raw HTTP/1.1
+    response."""
+    raw = b"".join(chunks)
+    head = raw.find(b"\r\n\r\n")
+    if head < 0:
+        return [b"" for _ in chunks]
+    chunked = b"transfer-encoding: chunked" in raw[:head].lower()
+    spans = data_spans(raw, head + 4) if chunked else [(head + 4, len(raw))]
+    out: list[bytes] = []
+    at = k = 0
+    for chunk in chunks:
+        end = at + len(chunk)
+        got = []
+        while k < len(spans) and spans[k][0] < end:
+            start, stop = spans[k]
+            got.append(raw[max(start, at) : min(stop, end)])
+            if stop > end:
+                break
+            k += 1
+        out.append(b"".join(got))
+        at = end
+    return out
+
+
+def data_spans(raw: bytes, at: int) -> list[tuple[int, int]]:
+    """(start, end) in ``raw`` of each chunk's data of a chunked body starting at ``at``."""
+    spans = []
+    while (eol := raw.find(b"\r\n", at)) >= 0:
+        size = int(raw[at:eol].split(b";")[0], 16)
+        if size == 0:
+            break
+        begin = eol + 2
+        spans.append((begin, min(begin + size, len(raw))))
+        at = begin + size + 2
+    return spans
 
 
 # --- commit to phone event ---------------------------------------------------------------
@@ -388,10 +506,16 @@ class Latency:
 
 
 async def stream_latency(
-    dbs: list[str], streams: int, asks: int, spy: Path | None = None, repo: Path = REPO
+    dbs: list[str],
+    streams: int,
+    asks: int,
+    spy: Path | None = None,
+    repo: Path = REPO,
+    reader: str = "lean",
 ) -> Latency:
-    """Seconds from an ask's commit to its ``ask.raised`` on every stream; with ``spy``,
-    each worker sampled by py-spy meanwhile."""
+    """Seconds from an ask's commit to its ``ask.raised`` on every stream, read by
+    :class:`LeanWatch` (``reader`` "lean") or :class:`Watch` ("aiohttp"); with ``spy``, each
+    worker sampled by py-spy meanwhile."""
     with tempfile.TemporaryDirectory(prefix="wb-", dir="/tmp") as folder:
         tmp = Path(folder)
         async with agent_in(tmp) as agent:
@@ -404,7 +528,16 @@ async def stream_latency(
                 connector = aiohttp.TCPConnector(limit=0)
                 async with aiohttp.ClientSession(connector=connector) as http:
                     on = [started[i % len(started)] for i in range(streams)]
-                    watches = [Watch(await http.get(g.base + "/api/v1/events")) for g in on]
+                    watches: list[Watch | LeanWatch] = []
+                    for g in on:
+                        watches.append(
+                            await LeanWatch.open(g.base)
+                            if reader == "lean"
+                            else Watch(await http.get(g.base + "/api/v1/events"))
+                        )
+                    # Opened before the streams settle: the first ask is timed alone, not
+                    # on top of the conversation's opening (its reads, its list events).
+                    conv = await agent.open_conversation("bench", title="Bench")
                     await asyncio.sleep(0.5)
                     spies = [
                         Spy(g.proc.pid, spy / f"w{i}{'-holder' if g is held else ''}.txt")
@@ -413,7 +546,6 @@ async def stream_latency(
                     ]
                     for one in spies:
                         await one.start()
-                    conv = await agent.open_conversation("bench", title="Bench")
                     sent: dict[str, float] = {}
                     for n in range(asks):
                         sent[f"b{n}"] = time.perf_counter()
@@ -423,8 +555,7 @@ async def stream_latency(
                         await asyncio.sleep(0.05)
                     async with asyncio.timeout(60):
                         for watch in watches:
-                            for ask_id in sent:
-                                await watch.heard(ask_id)
+                            await watch.wait_all(list(sent))
                     result = Latency()
                     for one in spies:
                         result.profiles[one.out.stem] = await one.stop()
@@ -447,26 +578,31 @@ async def latencies(
     asks: int,
     spy: Path | None = None,
     before: Path | None = None,
+    readers: Sequence[str] = ("lean",),
 ) -> tuple[Figures, dict[str, str]]:
     """p50 and p99 (ms) of commit to phone event: one SQLite worker, one and three on
     PostgreSQL (and, with three, on the holder's streams and on the others'), three on
     PostgreSQL with durability on; py-spy's top of each of the three (``spy``). With
-    ``before``, each PostgreSQL run also with that checkout's code, just before it."""
+    ``before``, each run also with that checkout's code, just before it. Each
+    run once with each of ``readers``; the first one's figures are untagged."""
     figures: Figures = {}
     profiles: dict[str, str] = {}
-    runs: list[tuple[ThrowawayPostgres | None, int, Path, str]] = [(None, 1, REPO, "")]
-    for pg, count in ((fast, 1), (fast, 3), (durable, 3)):
+    runs: list[tuple[ThrowawayPostgres | None, int, Path, str]] = []
+    for pg, count in ((None, 1), (fast, 1), (fast, 3), (durable, 3)):
         if before is not None:
             runs.append((pg, count, before, " (before)"))
         runs.append((pg, count, REPO, ""))
+    runs = [(pg, n, repo, tag + (f" ({r} reader)" if r != readers[0] else ""))
+            for pg, n, repo, tag in runs for r in readers]  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for server, workers, repo, tag in runs:
             label = label_of("sqlite" if server is None else backend_of(server), workers) + tag
             url = new_database(server.url()) if server is not None else ""
             watched = spy if server is fast and workers == 3 and not tag else None
+            reader = next((r for r in readers[1:] if f"({r} reader)" in tag), readers[0])
             try:
                 dbs = [url] * workers if url else [str(Path(tmp) / "g.db")]
-                got = await stream_latency(dbs, streams, asks, watched, repo)
+                got = await stream_latency(dbs, streams, asks, watched, repo, reader)
             finally:
                 if server is not None:
                     drop_database(server.url(), url)
@@ -723,16 +859,21 @@ async def main(options: argparse.Namespace) -> tuple[dict[str, Figures], dict[st
             )
         return {"balance": figures}, {}
     with ThrowawayPostgres() as server, ThrowawayPostgres(durable=True) as durable:
-        results["ledger"] = await ledger(
-            (server, durable), options.seconds, options.concurrency, options.before
-        )
+        if options.only != "latency":
+            results["ledger"] = await ledger(
+                (server, durable), options.seconds, options.concurrency, options.before
+            )
         if options.only == "ledger":
             results["load"]["after"] = os.getloadavg()[0]
             return results, {}
+        readers = ("lean", "aiohttp") if options.reader == "both" else (options.reader,)
         lat, profiles = await latencies(
-            server, durable, options.streams, options.asks, spy, options.before
+            server, durable, options.streams, options.asks, spy, options.before, readers
         )
         results["latency"] = lat
+        if options.only == "latency":
+            results["load"]["after"] = os.getloadavg()[0]
+            return results, profiles
         results["failover"] = await failover(server, options.lease, options.kills)
         results["balance"] = await balance(
             server, options.balance_agents, options.lease, options.balance_items
@@ -744,12 +885,18 @@ async def main(options: argparse.Namespace) -> tuple[dict[str, Figures], dict[st
 
 def targets(results: dict[str, Figures]) -> list[tuple[str, bool, str]]:
     """Each target: what it asks, whether this run met it, the figures it was judged on."""
-    rates = results["ledger"]
-    one, three = rates["postgresql, 1 worker"], rates["postgresql, 3 workers"]
-    met = [
-        ("one postgresql worker >= 3,000 answers/s", one >= 3000, f"{one:.0f}/s"),
-        ("three workers >= 1.5x one", three >= 1.5 * one, f"{three:.0f}/s = {ratio(three, one)}"),
-    ]
+    met = []
+    if "ledger" in results:
+        rates = results["ledger"]
+        one, three = rates["postgresql, 1 worker"], rates["postgresql, 3 workers"]
+        met += [
+            ("one postgresql worker >= 3,000 answers/s", one >= 3000, f"{one:.0f}/s"),
+            (
+                "three workers >= 1.5x one",
+                three >= 1.5 * one,
+                f"{three:.0f}/s = {ratio(three, one)}",
+            ),
+        ]
     if "latency" not in results:
         return met
     lat = results["latency"]
@@ -779,19 +926,8 @@ def report(
         f"load average (1 min) {load['before']:.1f} before, {load['after']:.1f} after, on "
         f"{os.cpu_count()} cores: every figure is beside one SQLite worker in the same run"
     )
-    rates = results["ledger"]
-    base = rates["sqlite, 1 worker"]
-    heading(
-        f"answers a second through the ledger (take + settle, each a fresh ask; "
-        f"{options.concurrency} in flight a worker, {options.seconds:g} s)"
-    )
-    for label, value in rates.items():
-        if ": " in label:
-            continue
-        beside = "" if value is base else f"  {ratio(value, base)} sqlite"
-        cpu = rates[f"{label}: workers cpu us"], rates[f"{label}: server cpu us"]
-        spent = f"; CPU an answer: workers {cpu[0]:4.0f} us, server {cpu[1]:4.0f} us"
-        row(label, f"{value:8.0f}/s{beside}{spent}")
+    if "ledger" in results:
+        report_ledger(results["ledger"], options)
     if options.only == "ledger":
         report_targets(results)
         return
@@ -807,6 +943,10 @@ def report(
         beside = "" if name == "sqlite, 1 worker" else f"  ({ratio(a, p50)} / {ratio(b, p99)})"
         row(name, f"p50 {a:6.1f} ms  p99 {b:6.1f} ms{beside}")
 
+    if options.only == "latency":
+        report_profiles(profiles)
+        report_targets(results)
+        return
     fail = results["failover"]
     lease = options.lease
     heading(
@@ -825,10 +965,29 @@ def report(
     row("sqlite, no failover: restart", f"{mid:5.2f} s  ({low:.2f}–{high:.2f} s) to ready")
     row("failover's ask heard / restart", heard)
     report_balance(results["balance"], options)
+    report_profiles(profiles)
+    report_targets(results)
+
+
+def report_ledger(rates: Figures, options: argparse.Namespace) -> None:
+    base = rates["sqlite, 1 worker"]
+    heading(
+        f"answers a second through the ledger (take + settle, each a fresh ask; "
+        f"{options.concurrency} in flight a worker, {options.seconds:g} s)"
+    )
+    for label, value in rates.items():
+        if ": " in label:
+            continue
+        beside = "" if value is base else f"  {ratio(value, base)} sqlite"
+        cpu = rates[f"{label}: workers cpu us"], rates[f"{label}: server cpu us"]
+        spent = f"; CPU an answer: workers {cpu[0]:4.0f} us, server {cpu[1]:4.0f} us"
+        row(label, f"{value:8.0f}/s{beside}{spent}")
+
+
+def report_profiles(profiles: dict[str, str]) -> None:
     for worker, top in profiles.items():
         heading(f"py-spy: {worker}, 3 postgresql workers, commit to phone event")
         print(top)
-    report_targets(results)
 
 
 def report_targets(results: dict[str, Figures]) -> None:
@@ -852,7 +1011,15 @@ if __name__ == "__main__":
     parser.add_argument("--py-spy", type=Path, help="py-spy each of 3 workers, output here")
     parser.add_argument("--balance-agents", type=int, default=30, help="agents to balance")
     parser.add_argument("--balance-items", type=int, default=300, help="items for the CPU")
-    parser.add_argument("--only", choices=["ledger", "balance"], help="run this part alone")
+    parser.add_argument(
+        "--only", choices=["ledger", "latency", "balance"], help="run this part alone"
+    )
+    parser.add_argument(
+        "--reader",
+        choices=["lean", "aiohttp", "both"],
+        default="lean",
+        help="the phones' streams read raw (lean) or by aiohttp + SSE parser, or both",
+    )
     parser.add_argument(
         "--before", type=Path, help="a checkout of the code before: its ledger figures beside"
     )

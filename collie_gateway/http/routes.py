@@ -6,13 +6,14 @@ import asyncio
 import contextlib
 import logging
 import secrets
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
 from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
 import msgspec
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from collie_gateway.core.answers import Record, TapOutcome, tap_state
 from collie_gateway.core.cleaning import LABEL_LIMIT, TITLE_LIMIT, Redact, clean
@@ -192,6 +193,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         elif replay:
             await resp.write(b"".join(event.frame_in(sub.lang) for event in replay))
         pinger = _Pinger(sub)
+        sub.writer = _writer_of(request, resp, pinger)
         while True:
             if sub.overflowed:
                 await resp.write(PhoneEvent(bus.last_id, "reset", b"{}").frame)
@@ -212,6 +214,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     except ConnectionResetError:
         return resp
     finally:
+        sub.writer = None
         if pinger is not None:
             pinger.stop()
         unfollow()
@@ -220,6 +223,27 @@ async def events(request: web.Request) -> web.StreamResponse:
     with contextlib.suppress(ConnectionResetError):
         await resp.write_eof()
     return resp
+
+
+def _writer_of(
+    request: web.Request, resp: web.StreamResponse, pinger: _Pinger
+) -> Callable[[bytes], bool] | None:
+    """Writes a stream's frames straight to its connection when nothing waits to be sent on
+    it (False otherwise): the bus's wake writes every phone's with no task woken per phone.
+    None where aiohttp's writer must frame them itself (compression)."""
+    transport = request.transport
+    if transport is None or resp.compression:
+        return None
+    chunked = resp.headers.get(hdrs.TRANSFER_ENCODING) == "chunked"
+
+    def write(data: bytes) -> bool:
+        if transport.is_closing() or transport.get_write_buffer_size():
+            return False
+        transport.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+        pinger.wrote()
+        return True
+
+    return write
 
 
 class _Pinger:

@@ -4,10 +4,12 @@ Event ids are ``<boot>-<seq>``: a phone that reconnects after the gateway restar
 boot) or that fell out of the ring gets a ``reset`` and reads its screens again.
 
 Streams are written at most once a frame, on one clock for every phone (bench/chat_bench.py):
-an event is encoded once, queued on each stream, and the streams are woken together — after
+an event is encoded once, queued on each stream, and the streams are written together — after
 the callbacks already queued when a frame was quiet (what one read of an agent's stream
 publishes goes out in one write), else at the frame's end — so a streamed reply costs one
-timer a frame, not one per phone.
+timer a frame, not one per phone. Each stream's frames go straight to its connection when it
+has nothing left to send, with no task woken per phone (bench/workers_bench.py); a busy one's
+reader writes them (and waits for the phone to read).
 """
 
 from __future__ import annotations
@@ -93,6 +95,9 @@ class Subscription:
         self.overflowed = False
         self.ready = asyncio.Event()
         self.ended = False
+        #: Writes frames at once, in the bus's wake, with no task woken for them; returns
+        #: False when it cannot now (its connection is busy or closing): the reader does.
+        self.writer: Callable[[bytes], bool] | None = None
 
     def end(self) -> None:
         """End the stream: frames waiting still go out, then its reader stops."""
@@ -106,6 +111,16 @@ class Subscription:
             self.overflowed = True
             return
         self._frames.append(frame)
+
+    def write_now(self) -> bool:
+        """The waiting frames written by :attr:`writer` at once; False when they wait for the
+        stream's reader (no writer, an overflow, the end, or the writer cannot now)."""
+        if self.writer is None or self.overflowed or self.ended:
+            return False
+        if not self.writer(b"".join(self._frames)):
+            return False
+        self._frames.clear()
+        return True
 
     @property
     def pending(self) -> int:
@@ -208,12 +223,13 @@ class PhoneBus:
             self._timer = loop.call_at(due, self._wake)
 
     def _wake(self) -> None:
-        """Wake every stream with frames waiting (the events since the last wake)."""
+        """Write or wake every stream with frames waiting (the events since the last wake):
+        written at once where the stream's connection takes them, else its reader woken."""
         self._timer = None
         with contextlib.suppress(RuntimeError):
             self._last_wake = asyncio.get_running_loop().time()
         for sub in self._subs:
-            if sub.pending and not sub.ready.is_set():
+            if sub.pending and not sub.ready.is_set() and not sub.write_now():
                 sub.ready.set()
 
     def subscribe(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
@@ -297,5 +298,21 @@ async def test_D1_entries_of_the_shared_log_come_back_as_written(pg_url: str) ->
         assert (await log.write(records)).seqs == [1, 2]
         back = [(e.type, e.data, e.agent, e.epoch, e.words) for e in await log.after(0)]
         assert back == [(r.type, r.data, r.agent, r.epoch, r.words) for r in records]
+    finally:
+        await db.close()
+
+
+async def test_a_workers_first_push_claim_waits_for_no_new_connection(pg_url: str) -> None:
+    """The connection that holds a worker's named locks (push claims, P3) is made when its
+    store opens, so the first ask's claim does not wait for a backend to start."""
+    name = f"collie-gateway {os.getpid()}"
+    query = "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+    db = await PgDatabase.open(pg_url)
+    try:
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as look:
+            opened = await (await look.execute(query, (name,))).fetchall()
+            assert len(opened) == 1  # made at start
+            assert await db.try_hold("push\x1fask-1")
+            assert await (await look.execute(query, (name,))).fetchall() == opened
     finally:
         await db.close()

@@ -323,3 +323,31 @@ async def test_a_quiet_stream_is_pinged_and_a_busy_one_is_not(
         with contextlib.suppress(asyncio.CancelledError):
             await reader
         resp.close()
+
+
+async def test_a_phone_that_stops_reading_gets_every_event_once_in_order(rig: Rig) -> None:
+    """Events go straight to a phone's connection while it keeps up; one that stops reading
+    (its connection full) gets the rest from its stream's reader: when it reads again, every
+    event is there, once, in order."""
+    client, gw, _agent, _conv = await start(rig)
+    reader, writer = await asyncio.open_connection(client.host, client.port, limit=2**24)
+    writer.write(b"GET /api/v1/events HTTP/1.1\r\nHost: phone\r\n\r\n")
+    await reader.readuntil(b"event: stream\n")  # the stream is open: the phone stops reading
+    base = gw.bus.last_id
+    filler = "x" * 20_000
+    for n in range(300):  # ~6 MB: more than the sockets hold
+        gw.bus.publish("bench.note", {"n": n, "filler": filler})
+        if n % 20 == 0:
+            await asyncio.sleep(0)  # the streams are written as events come
+    parser = SSEParser(max_data=2**20)
+    seen: list[tuple[str | None, int]] = []
+    try:
+        async with asyncio.timeout(20):
+            while len(seen) < 300:
+                for sse in parser.feed(await reader.read(2**16)):
+                    if sse.event == "bench.note":
+                        seen.append((sse.id, json.loads(sse.data)["n"]))
+    finally:
+        writer.close()
+    first = int(base.rsplit("-", 1)[1])
+    assert seen == [(f"{gw.bus.boot}-{first + 1 + n}", n) for n in range(300)]

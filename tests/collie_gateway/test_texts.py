@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import msgspec
+import msgspec.inspect as mi
+import pytest
 
+from collie_gateway.core import texts as texts_module
 from collie_gateway.core.redact import Redactor
 from collie_gateway.core.texts import MaskedAsks, masked, texts
 from wire.messages import (
@@ -166,3 +169,18 @@ def test_X1_keys_that_mask_alike_keep_every_value() -> None:
     arg = Argument(name="env", value={KEY: 1, other: [2], "plain": 3})
     shown = masked(arg, Redactor().mask)
     assert shown.value == {"ghp_••••": 1, "ghp_•••• (2)": [2], "plain": 3}
+
+
+def test_X1_the_first_ask_masked_reads_no_types(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every struct an ask holds is planned when the gateway makes its MaskedAsks (at start),
+    so the first ask masked does not read the wire types on its way to the phones."""
+    monkeypatch.setattr(texts_module, "_PLANS", {})  # as in a gateway just started
+    asks = MaskedAsks(Redactor().mask)
+
+    def read(*_: object) -> object:
+        raise AssertionError("the wire types were read on an ask's way")
+
+    monkeypatch.setattr(mi, "type_info", read)
+    monkeypatch.setattr(mi, "multi_type_info", read)
+    shown = asks(_ask())
+    assert KEY not in msgspec.json.encode(shown).decode()

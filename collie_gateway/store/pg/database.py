@@ -166,7 +166,11 @@ class PgDatabase:
         except BaseException:
             await pool.close()
             raise
-        return cls(pool, url)
+        db = cls(pool, url)
+        # Made now: the first ask's push claim (``try_hold``) does not wait for it to open.
+        with contextlib.suppress(psycopg.Error):
+            await db._holds_conn()
+        return db
 
     def on_close(self, flush: Callable[[], Awaitable[None]]) -> None:
         """Run ``flush`` when the store closes, before its pool does."""
