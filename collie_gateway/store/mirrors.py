@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -56,7 +57,7 @@ class MirrorBatch:
     deletes: list[tuple[str, str]]  # (agent, conversation id)
 
 
-class MirrorBatches:
+class MirrorBatches(ABC):
     """Dirty marks, the flusher and the rows of each flush; a backend writes them
     (``_write``) and reads them back (``_read``)."""
 
@@ -69,13 +70,13 @@ class MirrorBatches:
         self._flush_wanted = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
 
+    @abstractmethod
     async def _read(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """Every stored (name, hello, wire, last_event_id) and (agent, body)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _write(self, batch: MirrorBatch) -> None:
         """Write one batch in one transaction."""
-        raise NotImplementedError
 
     async def close(self) -> None:
         """Stop the flusher and write what is pending."""
