@@ -157,6 +157,9 @@ _ONE_TRIP: Final = """
     END $$;
     """
 
+#: The taps' arrays ``collie_take_many`` and ``collie_ledger_many`` take, one element a tap.
+_TAP_ARGS: Final = """p_requests TEXT[], p_agents TEXT[], p_asks TEXT[], p_versions INTEGER[],
+        p_answers BYTEA[], p_phones TEXT[], p_nows TEXT[]"""
 #: What ``collie_take_many`` returns for each tap: its place, the record as it was, the
 #: ask's claim holder.
 _TAP_ROWS: Final = """RETURNS TABLE (
@@ -190,8 +193,9 @@ _TAPS_LOCKED: Final = """FOR k IN
 _BATCHED: Final = (
     """
     CREATE FUNCTION collie_take_many(
-        p_requests TEXT[], p_agents TEXT[], p_asks TEXT[], p_versions INTEGER[],
-        p_answers BYTEA[], p_phones TEXT[], p_nows TEXT[]
+        """
+    + _TAP_ARGS
+    + """
     ) """
     + _TAP_ROWS
     + """ LANGUAGE plpgsql AS $$
@@ -282,8 +286,9 @@ _BATCHED: Final = (
     CREATE FUNCTION collie_ledger_many(
         s_attempts INTEGER[], s_settled INTEGER[], s_outcomes TEXT[], s_reasons TEXT[],
         s_nows TEXT[], s_requests TEXT[], s_release BOOLEAN[], s_agents TEXT[], s_asks TEXT[],
-        p_requests TEXT[], p_agents TEXT[], p_asks TEXT[], p_versions INTEGER[],
-        p_answers BYTEA[], p_phones TEXT[], p_nows TEXT[]
+        """
+    + _TAP_ARGS
+    + """
     ) """
     + _TAP_ROWS
     + """ LANGUAGE plpgsql AS $$

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -351,3 +353,30 @@ async def test_a_phone_that_stops_reading_gets_every_event_once_in_order(rig: Ri
         writer.close()
     first = int(base.rsplit("-", 1)[1])
     assert seen == [(f"{gw.bus.boot}-{first + 1 + n}", n) for n in range(300)]
+
+
+async def test_a_phone_that_dies_mid_stream_leaves_the_others_whole(rig: Rig) -> None:
+    """A phone whose connection is torn down (an RST, no goodbye) while events are written
+    straight to it is dropped from the bus; another phone's stream gets every event, once,
+    in order."""
+    client, gw, _agent, _conv = await start(rig)
+    dying_reader, dying = await asyncio.open_connection(client.host, client.port)
+    dying.write(b"GET /api/v1/events HTTP/1.1\r\nHost: phone\r\n\r\n")
+    await dying_reader.readuntil(b"event: stream\n")
+    phone = await Phone.connect(client)
+    await eventually(lambda: gw.bus.subscribers == 2)
+    base = gw.bus.last_id
+    for n in range(200):
+        if n == 50:  # torn down mid-stream: SO_LINGER 0 sends an RST
+            sock = dying.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            dying.transport.abort()
+        gw.bus.publish("bench.note", {"n": n})
+        if n % 10 == 0:
+            await asyncio.sleep(0.01)  # the streams are written as events come
+    await eventually(lambda: len(phone.of("bench.note")) == 200)
+    await eventually(lambda: gw.bus.subscribers == 1)  # the dead phone's stream ended
+    first = int(base.rsplit("-", 1)[1])
+    got = [(e.id, e.data["n"]) for e in phone.events if e.type == "bench.note"]
+    assert got == [(f"{gw.bus.boot}-{first + 1 + n}", n) for n in range(200)]
+    await phone.close()
